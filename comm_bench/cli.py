@@ -1,0 +1,90 @@
+"""The `comm-bench` command: a lazy click group; each command is a small module
+in comm_bench/commands over the library API. Errors end as one line and an
+exit code (0 ok, 1 run failed or problems found, 2 usage or bad input)."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from . import __version__
+from .errors import CommBenchError
+
+COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
+    "sweep": "comm_bench.commands.sweep:sweep",
+    "report": "comm_bench.commands.report:report",
+    "doctor": "comm_bench.commands.doctor:doctor",
+    "list": "comm_bench.commands.list_cmd:list_transports",
+    "topo": "comm_bench.commands.topo:topo",
+    "heatmap": "comm_bench.commands.heatmap:heatmap",
+    "validate": "comm_bench.commands.validate:validate",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(name for name, target in COMMANDS.items() if _importable(target))
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None or not _importable(target):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+def _importable(target: str) -> bool:
+    module = target.split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="comm-bench")
+@click.option("--debug", is_flag=True, envvar="COMM_BENCH_DEBUG",
+              help="Show the Python traceback of an error.")
+def cli(debug):
+    """comm-bench: measure the links of GPU/HPC clusters (NVLink, PCIe, InfiniBand/RoCE,
+    Ethernet) through NCCL, ibverbs, gRPC, MPI, Gloo and raw sockets.
+
+    Typical use: `comm-bench sweep --transport rdma`, then `comm-bench heatmap`,
+    then `comm-bench validate`.
+    """
+    if debug:
+        os.environ["COMM_BENCH_DEBUG"] = "1"
+
+
+def main(argv=None) -> None:
+    debug = bool(os.environ.get("COMM_BENCH_DEBUG")) or "--debug" in (argv or sys.argv)
+    try:
+        cli.main(args=argv, prog_name="comm-bench", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("comm-bench: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:  # usage errors: one line, exit 2
+        where = f"comm-bench {exc.ctx.info_name}" if getattr(exc, "ctx", None) and exc.ctx.parent else "comm-bench"
+        print(f"{where}: error: {exc.format_message()} (see --help)", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except CommBenchError as exc:
+        if debug:
+            raise
+        print(f"comm-bench: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("comm-bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - never a traceback unless asked
+        if debug:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"comm-bench: internal error: {type(exc).__name__}: {first} (rerun with --debug "
+              "for the traceback, and please report it)", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""`comm-bench sweep`: measure one transport over a range of sizes."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import registry
+from ..errors import UsageError
+from ..launch import detect
+from ..sizes import size_range
+from ..spawn import spawn_local
+from ..sweep import SweepConfig, resolve, run_rank
+
+
+def _env(name):
+    return f"COMM_BENCH_{name.upper()}"
+
+
+def _transport_options(func):
+    """Add every transport's own options (--device, --qps, --streams, ...)."""
+    for opt, users in reversed(registry.all_options()):
+        kwargs = dict(default=opt.default, envvar=_env(opt.dest), show_default=opt.default is not None,
+                      help=f"[{', '.join(users)}] {opt.help}")
+        if opt.type is bool:
+            kwargs.update(is_flag=True, default=bool(opt.default))
+        else:
+            kwargs["type"] = opt.type
+        func = click.option(opt.flag, opt.dest, **kwargs)(func)
+    return func
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("-t", "--transport", default="tcp", envvar=_env("transport"),
+              help=f"One of: {', '.join(registry.transports())} (see `comm-bench list`).")
+@click.option("--op", "op_names", default=None, envvar=_env("op"),
+              help="Op(s), comma separated, or 'all'. Default: the transport's first op.")
+@click.option("-b", "--minbytes", default="8", envvar=_env("minbytes"), help="Smallest size (K/M/G suffixes).")
+@click.option("-e", "--maxbytes", default="16M", envvar=_env("maxbytes"), help="Largest size.")
+@click.option("-f", "--stepfactor", default="2", envvar=_env("stepfactor"), help="Size multiplier.")
+@click.option("-n", "--iters", default=20, type=int, envvar=_env("iters"), help="Timed iterations per size.")
+@click.option("-w", "--warmup_iters", "warmup", default=5, type=int, envvar=_env("warmup_iters"),
+              help="Untimed iterations per size.")
+@click.option("-c", "--check", default="0", is_flag=False, flag_value="1", envvar=_env("check"),
+              help="Check the data (-c or -c 1); errors are counted in #wrong.")
+@click.option("-d", "--dtype", default="float32", envvar=_env("dtype"), help="Element type.")
+@click.option("--mode", default="bw", type=click.Choice(["bw", "lat"]), envvar=_env("mode"),
+              help="bw: streaming bandwidth; lat: ping-pong latency (point-to-point ops).")
+@click.option("--pattern", default=None, envvar=_env("pattern"),
+              help="collective | pair | pairwise | pairwise-concurrent. Default: collective where "
+                   "the op is one, else pair (2 ranks) or pairwise.")
+@click.option("--nprocs", "-N", default=2, type=int, envvar=_env("nprocs"),
+              help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us.")
+@click.option("-o", "--output", default="results.json", envvar=_env("output"), help="Results JSON file.")
+@click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
+              help="Seconds before a silent peer counts as dead.")
+@click.option("--addr", default=None, envvar=_env("addr"),
+              help="Address peers reach this rank on (default: route towards the store host).")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
+@_transport_options
+def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
+          pattern, nprocs, output, timeout, addr, progress, **transport_options):
+    """Measure bandwidth and latency of one transport over a range of sizes.
+
+    Prints a nccl-tests style table and appends every measured size to the
+    results JSON (-o) as it finishes.
+    """
+    cls = registry.get(transport)
+    if check not in ("0", "1"):
+        raise UsageError(f"-c/--check takes 0 or 1 (got '{check}')")
+    ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [cls.ops[0]])
+    mine = {o.dest for o in cls.options}
+    cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
+                      sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
+                      check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
+                      output=output, addr=addr, progress=progress,
+                      options={k: v for k, v in transport_options.items() if k in mine})
+    info = detect()
+    if info.launcher == "single" and nprocs > 1:
+        resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
+        sys.exit(spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
+                             timeout=timeout, results_path=output))
+    sys.exit(run_rank(cfg, info))

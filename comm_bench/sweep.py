@@ -1,0 +1,237 @@
+"""The sweep: what one rank does from rendezvous to the last record.
+
+Every rank runs the same loop; rank 0 also turns measurements into records,
+prints the table and appends to the results file after each size (collective
+pattern) or each round of pairs (pair patterns).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import ops as ops_mod, registry
+from .errors import CommBenchError, UsageError
+from .launch import LaunchInfo, own_address, rendezvous_address
+from .metrics import make_record, slowest_per_iteration
+from .pairs import PATTERNS, my_pair, schedule
+from .progress import Progress
+from .rendezvous import Store
+from .results import ResultsWriter, new_document
+from .table import header, row, title
+from .transports.base import RankContext, TransportUnavailable
+from .watchdog import Watchdog
+
+
+@dataclass
+class SweepConfig:
+    transport: str
+    ops: list
+    sizes: list
+    iters: int = 20
+    warmup: int = 5
+    check: bool = False
+    dtype: str = "float32"
+    mode: str = "bw"
+    pattern: str | None = None
+    timeout: float = 60.0
+    output: str = "results.json"
+    options: dict = field(default_factory=dict)
+    addr: str | None = None
+    progress: bool = True
+
+
+def resolve(cfg: SweepConfig, world_size: int):
+    """Check the configuration against the transport; fill in the pattern. UsageError if bad."""
+    cls = registry.get(cfg.transport)
+    ok, why = cls.probe()
+    if not ok:
+        raise TransportUnavailable(f"transport '{cfg.transport}' is not available here: {why}")
+    for op in cfg.ops:
+        if op not in cls.ops:
+            raise UsageError(f"transport '{cfg.transport}' has no op '{op}'; it has: {', '.join(cls.ops)}")
+    if cfg.mode not in cls.modes:
+        raise UsageError(f"transport '{cfg.transport}' has no mode '{cfg.mode}'; it has: {', '.join(cls.modes)}")
+    if cfg.dtype not in cls.dtypes:
+        raise UsageError(f"transport '{cfg.transport}' does not take --dtype {cfg.dtype}; "
+                         f"it takes: {', '.join(cls.dtypes)}")
+    if cfg.iters < 1 or cfg.warmup < 0:
+        raise UsageError("--iters must be at least 1 and --warmup_iters at least 0")
+    if cfg.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if cfg.pattern is None:
+        collective = "collective" in cls.patterns and all(ops_mod.get(o).collective for o in cfg.ops)
+        cfg.pattern = "collective" if collective else ("pair" if world_size == 2 else "pairwise")
+    if cfg.pattern not in PATTERNS:
+        raise UsageError(f"unknown --pattern '{cfg.pattern}'; choose one of: {', '.join(PATTERNS)}")
+    if cfg.pattern not in cls.patterns:
+        raise UsageError(f"transport '{cfg.transport}' does not run --pattern {cfg.pattern}; "
+                         f"it runs: {', '.join(cls.patterns)}")
+    if cfg.pattern != "collective" and world_size < 2:
+        raise UsageError(f"--pattern {cfg.pattern} needs at least 2 ranks (use --nprocs 2 or a launcher)")
+    return cls
+
+
+def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
+    cls = resolve(cfg, info.world_size)
+    master, port = rendezvous_address(info)
+    store = Store(master, port, info.rank, info.world_size, cfg.timeout,
+                  is_master=False if info.agent_store else None)
+    me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
+          "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
+    table = store.all_gather("cb/ranks", me)
+    run = _RankRun(cfg, info, cls, store, table)
+    return run.execute()
+
+
+class _RankRun:
+    def __init__(self, cfg, info, cls, store, table):
+        self.cfg, self.info, self.store, self.table = cfg, info, store, table
+        self.rank, self.n = info.rank, info.world_size
+        self.transport = cls()
+        self.writer = None
+        self.lock = threading.Lock()
+        self.elem = ops_mod.dtype_size(cfg.dtype)
+        self.watchdog = Watchdog(store, self.rank, self.n, [t["host"] for t in table], cfg.timeout,
+                                 on_abort=self._record_failure)
+
+    # -- lifecycle --------------------------------------------------------------
+    def execute(self) -> int:
+        self.watchdog.start()
+        try:
+            self._setup()
+            self._sweep()
+            self.watchdog.finished()
+            self.store.barrier("cb/end")
+            if self.writer:
+                self.progress.close()
+                with self.lock:
+                    self.writer.close("ok")
+            return 0
+        except CommBenchError as exc:
+            msg = str(exc)
+            self.watchdog.post_abort(f"failed: {msg}")
+            self._record_failure({"rank": self.rank, "host": self.table[self.rank]["host"],
+                                  "reason": msg})
+            if self.rank == 0:
+                time.sleep(1.5)  # keep the store up long enough for the others to read the abort
+            raise
+        finally:
+            try:
+                self.transport.teardown()
+            finally:
+                self.watchdog.stop()
+
+    def _record_failure(self, failure: dict) -> None:
+        if self.writer:
+            with self.lock:
+                self.progress.close()
+                self.writer.close("failed", failure)
+                self.writer = None
+
+    def _setup(self):
+        cfg, info = self.cfg, self.info
+        ctx = RankContext(rank=self.rank, world_size=self.n, local_rank=info.local_rank,
+                          local_world_size=info.local_world_size, host=self.table[self.rank]["host"],
+                          addr=self.table[self.rank]["addr"], store=self.store, timeout=cfg.timeout,
+                          options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops))
+        self.transport.setup(ctx)
+        described = self.store.gather_to(0, "cb/describe", {
+            "devices": self.transport.describe(),
+            "topology": _topology_snapshot() if info.local_rank == 0 else None})
+        if self.rank != 0:
+            return
+        ranks = [dict(t, devices=d["devices"]) for t, d in zip(self.table, described)]
+        self.devices = [d["devices"] for d in described]
+        hosts = {}
+        for t, d in zip(self.table, described):
+            h = hosts.setdefault(t["host"], {"host": t["host"], "ranks": [], "topology": None})
+            h["ranks"].append(t["rank"])
+            h["topology"] = h["topology"] or d["topology"]
+        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress")}
+        options["transport_options"] = cfg.options
+        doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
+                           options=options, ranks=ranks, hosts=list(hosts.values()))
+        self.writer = ResultsWriter(cfg.output, doc)
+        self.nhosts = len(hosts)
+        rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
+        self.progress = Progress(len(cfg.ops) * len(cfg.sizes) * rounds, enabled=cfg.progress)
+
+    # -- the loops --------------------------------------------------------------
+    def _sweep(self):
+        for op in self.cfg.ops:
+            if self.rank == 0:
+                self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode,
+                                         self.n, self.nhosts))
+                self.progress.line(header())
+            if self.cfg.pattern == "collective":
+                for size in self.cfg.sizes:
+                    self._collective(op, size)
+            else:
+                for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
+                    for size in self.cfg.sizes:
+                        self._pairs(op, size, idx, pairs)
+
+    def _run(self, op, size, peer=None, role=None):
+        cfg = self.cfg
+        return self.transport.run(op, size, cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
+                                  mode=cfg.mode, peer=peer, role=role)
+
+    def _collective(self, op, size):
+        size = ops_mod.get(op).round_size(size, self.n, self.elem)
+        res = self._run(op, size)
+        got = self.store.gather_to(0, "cb/res", {"samples": res.samples_us, "wrong": res.wrong,
+                                                 "extra": res.extra})
+        if self.rank == 0:
+            samples = slowest_per_iteration([g["samples"] for g in got])
+            self._emit(make_record(
+                transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern="collective",
+                size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
+                n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
+                extra=got[0]["extra"], elem=self.elem), f"{op} {size} B")
+
+    def _pairs(self, op, size, round_idx, pairs):
+        size = ops_mod.get(op).round_size(size, 2, self.elem)
+        peer, role = my_pair(pairs, self.rank)
+        res = self._run(op, size, peer, role) if peer is not None else None
+        mine = None if res is None else {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra}
+        got = self.store.gather_to(0, "cb/res", mine)
+        if self.rank != 0:
+            return
+        for src, dst in pairs:
+            s, d = got[src], got[dst]
+            rec = make_record(
+                transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
+                size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
+                n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
+                elem=self.elem)
+            if d["extra"]:
+                rec["extra"]["dst"] = d["extra"]
+            rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
+                       src_device=self.devices[src].get("device"), dst_device=self.devices[dst].get("device"),
+                       round=round_idx)
+            self._emit(rec, f"{op} {size} B {src}->{dst}")
+
+    def _emit(self, record, description):
+        with self.lock:
+            if self.writer is None:
+                return
+            self.writer.append(record)
+        self.progress.line(row(record))
+        self.progress.advance(description)
+
+
+def _topology_snapshot():
+    """This host's topology for the results, if the topology package can read it."""
+    try:
+        from .topology import snapshot
+    except ImportError:
+        return None
+    try:
+        return snapshot()
+    except Exception as exc:  # noqa: BLE001 - topology is context, never a reason to fail a sweep
+        print(f"comm-bench: topology not recorded: {exc}", file=sys.stderr)
+        return None

@@ -1,0 +1,95 @@
+"""Heartbeats: a rank that dies or hangs makes every other rank stop, naming it.
+
+Every rank bumps a counter `hb/<rank>` in the store each second from a thread
+with its own store connection (so it keeps beating while the main thread is
+inside native code, which releases the GIL). Rank 0, which hosts the store,
+watches all counters; a counter that does not move for `stale_after` seconds,
+or an abort posted by a failing rank, makes rank 0 post `abort` with the
+culprit. Every rank polls `abort` and exits 1 with that one line. Other ranks
+notice a dead rank 0 because the store stops answering.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+ABORT_KEY = "cb/abort"
+
+
+class Watchdog:
+    def __init__(self, store, rank: int, world_size: int, rank_hosts: list, timeout: float,
+                 on_abort):
+        self.rank, self.world_size, self.rank_hosts = rank, world_size, rank_hosts
+        # stale_after < timeout, so every rank exits within --timeout of a failure
+        self.stale_after = max(2.0, min(timeout * 0.5, 30.0))
+        self.on_abort = on_abort      # called with the failure dict before exiting
+        self._client = store.client(timeout=self.stale_after)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="comm-bench-watchdog", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def finished(self):
+        """This rank has nothing left to run: not a silent death any more."""
+        self._client.set(f"cb/done/{self.rank}", b"1")
+
+    def post_abort(self, reason: str):
+        """Tell every rank that this one failed (best effort)."""
+        failure = {"rank": self.rank, "host": self.rank_hosts[self.rank], "reason": reason}
+        try:
+            self._client.set(ABORT_KEY, json.dumps(failure))
+        except Exception:  # noqa: BLE001 - the store may be gone; our own exit says enough
+            pass
+
+    # -- the thread ----------------------------------------------------------
+    def _loop(self):
+        last_seen = {r: (None, time.monotonic()) for r in range(self.world_size)}
+        while not self._stop.wait(1.0):
+            try:
+                self._client.add(f"cb/hb/{self.rank}", 1)
+                if self._client.check([ABORT_KEY]):
+                    self._abort(json.loads(self._client.get(ABORT_KEY)))
+                if self.rank == 0:
+                    self._watch(last_seen)
+            except Exception as exc:  # noqa: BLE001 - the store (rank 0) stopped answering
+                if self._stop.is_set():
+                    return
+                self._abort({"rank": 0, "host": self.rank_hosts[0],
+                             "reason": f"stopped answering (the rendezvous store on rank 0 did not "
+                                       f"respond within {self.stale_after:.0f} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"})
+
+    def _watch(self, last_seen):
+        now = time.monotonic()
+        for r in range(1, self.world_size):
+            if self._client.check([f"cb/done/{r}"]):
+                continue
+            beat = int(self._client.add(f"cb/hb/{r}", 0))
+            prev, since = last_seen[r]
+            if beat != prev:
+                last_seen[r] = (beat, now)
+            elif now - since > self.stale_after:
+                failure = {"rank": r, "host": self.rank_hosts[r],
+                           "reason": f"stopped answering (no heartbeat for {now - since:.0f} s)"}
+                self._client.set(ABORT_KEY, json.dumps(failure))
+                time.sleep(2.5)  # keep the store up until every rank has polled the abort
+                self._abort(failure)
+
+    def _abort(self, failure: dict):
+        if self._stop.is_set():
+            return
+        if failure.get("rank") != self.rank:
+            try:
+                self.on_abort(failure)
+            finally:
+                print(f"comm-bench: rank {self.rank}: stopping: rank {failure['rank']} on "
+                      f"{failure['host']} {failure['reason']}", file=sys.stderr, flush=True)
+                os._exit(1)

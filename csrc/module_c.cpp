@@ -1,0 +1,37 @@
+// comm_bench._C: the timing/statistics harness and the raw TCP transport.
+#include "pybind_common.h"
+#include "tcp.h"
+
+namespace py = pybind11;
+using cb::TcpMesh;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "comm-bench core: timing/statistics harness and raw TCP sockets";
+  cb::register_error(m);
+
+  m.def("stats", [](std::vector<double> samples) { return cb::stats_to_dict(cb::compute_stats(samples)); },
+        "min/max/avg/stdev/median/p99/p999 of per-iteration times");
+  m.def("harness_overhead_ns", &cb::harness_overhead_ns, py::arg("iters"),
+        py::call_guard<py::gil_scoped_release>(), "mean cost of one timed iteration with an empty body");
+
+  py::class_<cb::PeerAddr>(m, "PeerAddr")
+      .def(py::init<int, std::string, int>(), py::arg("rank"), py::arg("host"), py::arg("port"));
+
+  py::class_<TcpMesh>(m, "TcpMesh")
+      .def(py::init<int, const std::string&, int, double, size_t>(), py::arg("rank"),
+           py::arg("bind_addr"), py::arg("port"), py::arg("timeout_s"), py::arg("max_bytes"))
+      .def_property_readonly("port", &TcpMesh::port)
+      .def("connect_all", &TcpMesh::connect_all, py::call_guard<py::gil_scoped_release>())
+      .def("stream_send", &TcpMesh::stream_send, py::call_guard<py::gil_scoped_release>())
+      .def("stream_recv", &TcpMesh::stream_recv, py::call_guard<py::gil_scoped_release>())
+      .def("pingpong", [](TcpMesh& self, int peer, size_t nbytes, int iters, int warmup,
+                          bool initiator, bool check) {
+        int64_t wrong = 0;
+        std::vector<double> us;
+        {
+          py::gil_scoped_release release;
+          us = self.pingpong(peer, nbytes, iters, warmup, initiator, check, &wrong);
+        }
+        return py::make_tuple(us, wrong);
+      });
+}

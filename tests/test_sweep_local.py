@@ -1,0 +1,65 @@
+"""Real sweeps over local ranks: tcp, gloo and mpi with 2 and 4 ranks, data checked."""
+import pytest
+
+from comm_bench.ops import OPS
+from comm_bench.sizes import size_range
+
+from conftest import load_results, run_cli
+
+SMALL = ["-b", "8", "-e", "256K", "-f", "8", "-n", "5", "-w", "1", "--no-progress"]
+
+
+def sweep(tmp_results, *args, timeout=240):
+    proc = run_cli("sweep", *args, *SMALL, "-c", "-o", tmp_results, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok"
+    return proc, doc
+
+
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_tcp_pairs(tmp_results, nprocs):
+    proc, doc = sweep(tmp_results, "-t", "tcp", "--nprocs", nprocs)
+    pairs = {(r["src"], r["dst"]) for r in doc["results"]}
+    assert pairs == ({(0, 1)} if nprocs == 2 else {(s, d) for s in range(4) for d in range(4) if s != d})
+    assert all(r["wrong"] == 0 and r["algbw"] > 0 for r in doc["results"])
+    assert len(doc["results"]) == len(pairs) * len(size_range("8", "256K", "8"))
+    assert "#wrong" in proc.stdout and "0->1" in proc.stdout
+    assert {r["src_host"] for r in doc["results"]} and len(doc["ranks"]) == nprocs
+
+
+def test_tcp_latency_mode(tmp_results):
+    _, doc = sweep(tmp_results, "-t", "tcp", "--mode", "lat")
+    for r in doc["results"]:
+        lat = r["latency_us"]
+        assert 0 < lat["min"] <= lat["median"] <= lat["p99"] <= lat["max"]
+
+
+@pytest.mark.parametrize("transport", ["gloo", "mpi"])
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_framework_collectives(tmp_results, transport, nprocs):
+    _, doc = sweep(tmp_results, "-t", transport, "--op", "all", "--nprocs", nprocs)
+    ops_seen = {r["op"] for r in doc["results"]}
+    assert ops_seen == set(OPS)
+    for r in doc["results"]:
+        assert r["wrong"] == 0, r
+        assert r["pattern"] == "collective" and r["time_us"] > 0
+        factor = OPS[r["op"]].bus_factor(nprocs)
+        assert r["busbw"] == pytest.approx(r["algbw"] * factor)
+        if OPS[r["op"]].scales_with_n:
+            assert r["size"] % (nprocs * 4) == 0
+
+
+def test_pairwise_concurrent_gloo(tmp_results):
+    _, doc = sweep(tmp_results, "-t", "gloo", "--op", "sendrecv", "--pattern", "pairwise-concurrent",
+                   "--nprocs", 4)
+    rounds = {}
+    for r in doc["results"]:
+        rounds.setdefault((r["round"], r["size"]), []).append((r["src"], r["dst"]))
+    assert all(len(p) == 2 for p in rounds.values())
+    assert {(r["src"], r["dst"]) for r in doc["results"]} == {(s, d) for s in range(4) for d in range(4) if s != d}
+
+
+def test_single_rank_collective_runs_in_process(tmp_results):
+    _, doc = sweep(tmp_results, "-t", "gloo", "--nprocs", 1)
+    assert doc["world_size"] == 1 and all(r["busbw"] == 0 for r in doc["results"])

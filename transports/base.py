@@ -1,0 +1,112 @@
+"""The transport interface: what every transport file implements.
+
+A transport is small: it says whether it can run here (`probe`), connects the
+ranks (`setup`), runs one op at one size and hands back per-iteration times
+measured in native code (`run`), and cleans up (`teardown`). Byte counts and
+bus factors belong to the op (comm_bench.ops), never to the transport.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+if __package__ in (None, "", "transports"):  # imported as a top-level package by mistake
+    raise ImportError("import comm_bench.transports, not the source folder 'transports'")
+
+
+
+from ..errors import RunFailed, UsageError
+
+
+class TransportError(RunFailed):
+    """A run failed (peer unreachable, completion error...): one line naming what and where; exit 1."""
+
+
+class TransportUnavailable(UsageError):
+    """The transport cannot run here (missing library, device, ...): one line saying what to do; exit 2."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """A transport's own sweep option, e.g. Option("--ib-port", int, 1, "HCA port").
+
+    The sweep command adds every transport's options (one flag may be shared by
+    several transports, e.g. --device); the value reaches the transport as
+    ctx.options[dest] where dest is the flag without dashes, '-' -> '_'.
+    Each also reads its default from COMM_BENCH_<DEST> (upper case).
+    type: str, int, float, or bool (a plain on/off flag).
+    """
+    flag: str
+    type: type = str
+    default: Any = None
+    help: str = ""
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass
+class RankContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    host: str                 # this rank's hostname
+    addr: str                 # address peers reach this rank on (servers bind here)
+    store: Any                # comm_bench.rendezvous.Store: set/get/add/barrier/all_gather
+    timeout: float            # seconds any blocking step may wait for a peer
+    options: dict = field(default_factory=dict)  # transport options from the CLI (Option.dest keys)
+    max_bytes: int = 0        # largest size the sweep will ask for (buffers can be sized once)
+    ops: tuple = ()           # the ops the sweep will run
+
+
+@dataclass
+class RunResult:
+    """What one rank measured for one (op, size).
+
+    samples_us: per-iteration times in microseconds, measured in native code (or,
+      for framework transports such as gloo and mpi4py, around the framework's own
+      call: that overhead is part of what they measure).
+    wrong: number of wrong elements/bytes found by the data check (0 when unchecked).
+    extra: transport-specific fields copied into the record (e.g. bw_peak_gbps,
+      msg_rate_mpps, counters, devices).
+    """
+    samples_us: list
+    wrong: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Transport:
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    ops: ClassVar[tuple] = ()
+    # "collective": every rank takes part in each op; "pairwise" and
+    # "pairwise-concurrent": run() is called on both ranks of the active pair(s)
+    patterns: ClassVar[tuple] = ("collective",)
+    modes: ClassVar[tuple] = ("bw",)        # "bw" streaming, "lat" ping-pong
+    dtypes: ClassVar[tuple] = ("float32",)
+    options: ClassVar[tuple] = ()           # Option(...) entries for the sweep command
+
+    @classmethod
+    def probe(cls) -> tuple:
+        """(ok, reason): can this transport run here? Never raises."""
+        return True, ""
+
+    def setup(self, ctx: RankContext) -> None:
+        self.ctx = ctx
+
+    def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
+            dtype: str = "float32", check: bool = False, mode: str = "bw",
+            peer: Optional[int] = None, role: Optional[str] = None) -> RunResult:
+        """Run `op` on `nbytes` (bytes per rank as defined by the op) `warmup`
+        untimed then `iters` timed iterations. In pairwise patterns `peer` is the
+        other rank and `role` is "src" (sender, whose record is kept) or "dst"."""
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        """Devices and library versions of this rank, recorded in the results."""
+        return {}

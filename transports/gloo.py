@@ -1,0 +1,122 @@
+"""Gloo through torch.distributed on the CPU: every collective and the pair patterns.
+
+Measures what a CPU training job sees through torch.distributed (see
+_framework.py for why its loop is Python).
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from . import _framework as fw
+from .base import RankContext, RunResult, Transport, TransportError
+
+TORCH_DTYPES = ("float32", "float64", "bfloat16", "int32", "int64", "int8", "uint8")
+
+
+class GlooTransport(Transport):
+    name = "gloo"
+    description = "torch.distributed with the Gloo backend (CPU tensors)"
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+    patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    modes = ("bw", "lat")
+    dtypes = TORCH_DTYPES
+
+    @classmethod
+    def probe(cls):
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return False, "torch is not installed: `pip install torch`"
+        if not dist.is_available() or not dist.is_gloo_available():
+            return False, "this torch build has no Gloo backend"
+        return True, ""
+
+    def setup(self, ctx: RankContext) -> None:
+        import torch.distributed as dist
+
+        from ..netutil import iface_for_addr
+
+        self.ctx = ctx
+        iface = iface_for_addr(ctx.addr)
+        if iface and "GLOO_SOCKET_IFNAME" not in os.environ:
+            os.environ["GLOO_SOCKET_IFNAME"] = iface  # the interface peers reach us on
+        try:
+            dist.init_process_group("gloo", store=dist.PrefixStore("gloo", ctx.store.raw),
+                                    rank=ctx.rank, world_size=ctx.world_size,
+                                    timeout=timedelta(seconds=ctx.timeout))
+        except Exception as exc:  # noqa: BLE001
+            raise TransportError(f"rank {ctx.rank}: Gloo could not connect: {str(exc).splitlines()[0]}") from None
+        self.dist = dist
+
+    def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
+            peer=None, role=None) -> RunResult:
+        import torch
+
+        from .. import ops as ops_mod
+
+        torch_dtype = getattr(torch, dtype)
+        elem = torch.tensor([], dtype=torch_dtype).element_size()
+        values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes, elem, role)
+        inp = torch.from_numpy(values).to(torch_dtype)
+        out = torch.zeros(out_count, dtype=torch_dtype)
+        try:
+            if peer is None:
+                step, finish = self._collective_step(op, inp, out), None
+            else:
+                step, finish = self._pair_step(inp, out, peer, role, mode)
+            samples = fw.time_loop(step, iters, warmup, finish)
+            wrong = 0
+            if check:  # one more iteration on fresh data, verified
+                inp.copy_(torch.from_numpy(values).to(torch_dtype))
+                out.zero_()
+                step()
+                if finish:
+                    finish()
+                got = inp if (peer is None and op in fw.IN_PLACE) else out
+                if role == "src" and mode == "bw":
+                    want = None  # the destination checks what arrived
+                wrong = ops_mod.count_wrong(got.to(torch.float64).numpy(), want)
+        except RuntimeError as exc:
+            raise TransportError(f"rank {self.ctx.rank}: gloo {op} of {nbytes} B failed: "
+                                 f"{str(exc).splitlines()[0]}") from None
+        return RunResult(samples if role != "dst" else [], wrong)
+
+    def _collective_step(self, op, inp, out):
+        d, rank, n = self.dist, self.ctx.rank, self.ctx.world_size
+        nxt, prev = fw.ring_peers(rank, n)
+        # newer torch renamed these; use whichever this torch has
+        all_gather = getattr(d, "all_gather_single", None) or d.all_gather_into_tensor
+        reduce_scatter = getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor
+        steps = {
+            "all_reduce": lambda: d.all_reduce(inp),
+            "all_gather": lambda: all_gather(out, inp),
+            "reduce_scatter": lambda: reduce_scatter(out, inp),
+            "alltoall": lambda: d.all_to_all_single(out, inp),
+            "broadcast": lambda: d.broadcast(inp, 0),
+            "reduce": lambda: d.reduce(inp, 0),
+            "sendrecv": lambda: [w.wait() for w in (d.isend(inp, nxt), d.irecv(out, prev))],
+        }
+        return steps[op]
+
+    def _pair_step(self, inp, out, peer, role, mode):
+        """(step, finish) for one rank of a pair: a stream with a final ack, or a ping-pong."""
+        d = self.dist
+        if mode == "lat":
+            if role == "src":
+                return (lambda: (d.send(inp, peer), d.recv(out, peer))), None
+            return (lambda: (d.recv(out, peer), d.send(out, peer))), None
+        ack = inp.new_zeros(1)
+        if role == "src":
+            return (lambda: d.send(inp, peer)), (lambda: d.recv(ack, peer))
+        return (lambda: d.recv(out, peer)), (lambda: d.send(ack, peer))
+
+    def teardown(self) -> None:
+        if getattr(self, "dist", None) and self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+    def describe(self) -> dict:
+        import torch
+
+        return {"device": "cpu", "torch": torch.__version__,
+                "gloo_iface": os.environ.get("GLOO_SOCKET_IFNAME")}
