@@ -58,7 +58,8 @@ def cli(debug):
 def main(argv=None) -> None:
     debug = bool(os.environ.get("COMM_BENCH_DEBUG")) or "--debug" in (argv or sys.argv)
     try:
-        cli.main(args=argv, prog_name="comm-bench", standalone_mode=False)
+        # without standalone mode click returns a command's ctx.exit(code) instead of exiting
+        code = cli.main(args=argv, prog_name="comm-bench", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -83,7 +84,7 @@ def main(argv=None) -> None:
         print(f"comm-bench: internal error: {type(exc).__name__}: {first} (rerun with --debug "
               "for the traceback, and please report it)", file=sys.stderr)
         sys.exit(1)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

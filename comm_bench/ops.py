@@ -109,10 +109,14 @@ OPS = {op.name: op for op in (
 )}
 COLLECTIVES = tuple(OPS)
 
+# Each rank works on its own device, all ranks at once (the collective pattern):
+# copies between host and GPU, or within one GPU. S = bytes copied, factor 1.
+LOCAL_OPS = {name: Op(name, _one) for name in ("h2d", "d2h", "bidir", "d2d")}
+
 
 def get(name: str) -> Op:
     """The op; point-to-point ops of a transport (write, read, send, ...) count S bytes, factor 1."""
-    return OPS.get(name) or Op(name, _one, collective=False)
+    return OPS.get(name) or LOCAL_OPS.get(name) or Op(name, _one, collective=False)
 
 
 def to_numpy(values: np.ndarray, dtype: str) -> np.ndarray:

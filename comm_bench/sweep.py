@@ -62,6 +62,7 @@ def resolve(cfg: SweepConfig, world_size: int):
         raise UsageError("--iters must be at least 1 and --warmup_iters at least 0")
     if cfg.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    cls.check_options(cfg.options, max(cfg.sizes))
     if cfg.pattern is None:
         collective = "collective" in cls.patterns and all(ops_mod.get(o).collective for o in cfg.ops)
         cfg.pattern = "collective" if collective else ("pair" if world_size == 2 else "pairwise")

@@ -40,6 +40,8 @@ class Option:
     type: type = str
     default: Any = None
     help: str = ""
+    aliases: tuple = ()      # other spellings, e.g. ("-G",) for --cudagraph
+
 
     @property
     def dest(self) -> str:
@@ -92,6 +94,16 @@ class Transport:
     def probe(cls) -> tuple:
         """(ok, reason): can this transport run here? Never raises."""
         return True, ""
+
+    @classmethod
+    def default_ranks(cls) -> int:
+        """Local ranks --nprocs spawns when not given (GPU transports: one per GPU)."""
+        return 2
+
+    @classmethod
+    def check_options(cls, options: dict, max_bytes: int) -> None:
+        """Reject bad transport options once, before any rank starts (raise
+        UsageError or TransportUnavailable); setup() may parse them again."""
 
     def setup(self, ctx: RankContext) -> None:
         self.ctx = ctx

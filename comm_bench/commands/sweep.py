@@ -26,7 +26,7 @@ def _transport_options(func):
             kwargs.update(is_flag=True, default=bool(opt.default))
         else:
             kwargs["type"] = opt.type
-        func = click.option(opt.flag, opt.dest, **kwargs)(func)
+        func = click.option(opt.flag, *opt.aliases, opt.dest, **kwargs)(func)
     return func
 
 
@@ -49,8 +49,9 @@ def _transport_options(func):
 @click.option("--pattern", default=None, envvar=_env("pattern"),
               help="collective | pair | pairwise | pairwise-concurrent. Default: collective where "
                    "the op is one, else pair (2 ranks) or pairwise.")
-@click.option("--nprocs", "-N", default=2, type=int, envvar=_env("nprocs"),
-              help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us.")
+@click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
+              help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
+                   "[default: 2; GPU transports: one per GPU].")
 @click.option("-o", "--output", default="results.json", envvar=_env("output"), help="Results JSON file.")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
               help="Seconds before a silent peer counts as dead.")
@@ -76,6 +77,8 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       output=output, addr=addr, progress=progress,
                       options={k: v for k, v in transport_options.items() if k in mine})
     info = detect()
+    if nprocs is None:
+        nprocs = cls.default_ranks()
     if info.launcher == "single" and nprocs > 1:
         resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
         sys.exit(spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",

@@ -1,0 +1,22 @@
+"""`comm-bench heatmap`: pair utilisation heatmaps (PNG or one self-contained HTML)."""
+import click
+
+from ..heatmap import BY_CHOICES
+
+
+@click.command()
+@click.argument("results", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out", required=True, envvar="COMM_BENCH_HEATMAP_OUTPUT",
+              help="FILE.png or FILE.html (one self-contained file).")
+@click.option("--by", default="rank", type=click.Choice(BY_CHOICES), envvar="COMM_BENCH_HEATMAP_BY",
+              show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts.")
+def heatmap(results, out, by):
+    """Colour every measured pair by utilisation = measured / theoretical rate of its link.
+
+    One panel per size class; N/A where nothing was measured; axes labelled host:device.
+    """
+    from ..heatmap import make
+    info = make(results, out, by=by)
+    click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
+               f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "
+               f"({info['seconds']:.2f} s)")

@@ -1,0 +1,588 @@
+"""Link-level utilisation heatmaps from a results document.
+
+Each cell is one (src, dst) pair: utilisation = measured bandwidth / theoretical rate of
+the link class the pair crosses (comm_bench.topology.pairs). Where no theoretical rate
+is known (loopback, virtual interfaces) the cell is relative to the best pair of the same
+class in that panel, and the legend says so. One panel per size class; N/A where
+nothing was measured. Axes: ranks, GPUs, NICs or hosts (--by), labelled host:device.
+
+    data = build(doc, by="rank")          # matrices (numpy), labels, classes
+    render_png(data, "heat.png")          # matplotlib (Agg)
+    render_html(data, "heat.html")        # one self-contained file (inline PNGs)
+
+Counters in the records become a utilisation-over-time panel (counter_series):
+  - the deltas transports record around each timed loop: rdma extra.counters
+    {port_xmit_data, port_rcv_data (4-byte words), port_xmit_bytes, ...} with extra.device
+    "mlx5_0:1"; nccl/cuda extra.nvml_counters {bus_id: {pcie_tx, pcie_rx, nvlink_tx,
+    nvlink_rx}} (bytes). One point per record: bytes / ((iters + warmup) x time_us), at
+    the run's cumulative measuring time, over the NIC's / GPU link's theoretical rate;
+  - time series: extra.counters {"device": "mlx5_0", "rate_gbs": 50.0 (optional),
+    "t": [s, ...], "tx_bytes": [cumulative, ...]} (or a list of such dicts, or
+    "samples": [{"t": s, "tx_bytes": n}, ...]).
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import time
+
+from .errors import UsageError
+
+BY_CHOICES = ("rank", "gpu", "nic", "host")
+MAX_PANELS = 4
+
+
+# ----------------------------------------------------------------------------- loading
+def load_results(path: str) -> dict:
+    """The results document, or UsageError (one line) for anything unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"results file '{path}' not found") from None
+    except IsADirectoryError:
+        raise UsageError(f"'{path}' is a folder, not a results file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read '{path}': {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"'{path}' is not valid JSON ({exc.__class__.__name__}: "
+                         f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+    check_document(doc, path)
+    return doc
+
+
+def check_document(doc, path="results"):
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise UsageError(f"'{path}' is not a comm-bench results document (no 'results' list)")
+    if doc.get("schema_version") not in (None, 1):
+        raise UsageError(f"'{path}' has schema_version {doc.get('schema_version')!r}; "
+                         "this comm-bench reads version 1")
+
+
+def _num(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def measured_gbs(rec):
+    """The pair bandwidth of a record (busbw, else algbw), or None."""
+    v = _num(rec.get("busbw"))
+    return v if v is not None else _num(rec.get("algbw"))
+
+
+def pair_records(doc):
+    """Bandwidth records of pair patterns (src and dst given, mode bw)."""
+    out = []
+    for rec in doc.get("results") or []:
+        if type(rec) is not dict or rec.get("mode", "bw") != "bw":
+            continue
+        if type(rec.get("src")) is int and type(rec.get("dst")) is int and type(rec.get("size")) is int \
+                and measured_gbs(rec) is not None:
+            out.append(rec)
+    return out
+
+
+def human_size(n):
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= f and n % (f // 1024 or 1) == 0:
+            v = n / f
+            return f"{v:g}{unit}" if v >= 1 else f"{n}B"
+    return f"{n}B"
+
+
+def size_classes(sizes, max_panels=MAX_PANELS):
+    """Pick at most max_panels sizes (smallest, largest, log-spaced between)."""
+    sizes = sorted(set(sizes))
+    if len(sizes) <= max_panels:
+        return sizes
+    logs = [math.log(s) for s in sizes]
+    picks = []
+    for k in range(max_panels):
+        target = logs[0] + (logs[-1] - logs[0]) * k / (max_panels - 1)
+        best = min(range(len(sizes)), key=lambda i: abs(logs[i] - target))
+        if sizes[best] not in picks:
+            picks.append(sizes[best])
+    return sorted(picks)
+
+
+# ----------------------------------------------------------------------------- model
+class HeatmapData:
+    """keys/labels/nodes for the axes; panels: [{size, measured, theoretical, util,
+    relative (bool matrix: util relative to best of class), classes (str matrix)}]."""
+
+    def __init__(self, doc, by, keys, labels, nodes, panels, classes_seen, counters):
+        self.doc, self.by, self.keys, self.labels, self.nodes = doc, by, keys, labels, nodes
+        self.panels, self.classes_seen, self.counters = panels, classes_seen, counters
+
+    @property
+    def n(self):
+        return len(self.keys)
+
+    def title(self):
+        d = self.doc
+        ops = sorted({r.get("op") for r in d.get("results") or [] if isinstance(r, dict) and r.get("op")})
+        return (f"{d.get('transport') or '?'} {'/'.join(ops) or '?'} {d.get('pattern') or ''} — "
+                f"{d.get('world_size') or '?'} ranks, by {self.by}")
+
+
+def _axis_key(lm, rank, rec, side, by):
+    node = lm.node(rank, rec, side)
+    if by == "rank":
+        return (node, rank), lm.label(rank, rec, side)
+    if by == "host":
+        return (node,), node
+    if by == "gpu":
+        kind, val = lm.device(rank, rec, side)
+        if kind == "gpu":
+            return (node, "gpu", val), f"{node}:GPU{val}"
+        return (node, "rank", rank), lm.label(rank, rec, side)
+    nic = lm._nic_for(rank, rec, side)
+    if nic is not None:
+        return (node, "nic", nic.get("name")), f"{node}:{nic.get('name')}"
+    kind, val = lm.device(rank, rec, side)
+    if kind == "nic":
+        return (node, "nic", val), f"{node}:{val}"
+    return (node, "rank", rank), lm.label(rank, rec, side)
+
+
+def _sort_key(k):
+    return tuple((0, x) if isinstance(x, int) else (1, str(x)) for x in k)
+
+
+def build(doc, by="rank", max_panels=MAX_PANELS):
+    import numpy as np
+
+    from .topology.pairs import LinkMap
+
+    if by not in BY_CHOICES:
+        raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")
+    recs = pair_records(doc)
+    lm = LinkMap(doc)
+    sizes = size_classes([r["size"] for r in recs], max_panels)
+    # axis entities: every rank of the run (so unmeasured ones show as N/A), then pairs
+    rank_side = {}
+    for r in sorted(lm.ranks):
+        rank_side[r] = _axis_key(lm, r, None, "src", by)
+    keyset = {}
+    for r in sorted(lm.ranks):
+        k, lab = rank_side[r]
+        keyset.setdefault(k, lab)
+    ends = {}
+
+    def end_of(rank, dev, rec, side):
+        e = ends.get((rank, dev))
+        if e is None:
+            if dev is None and rank in rank_side:
+                k, lab = rank_side[rank]
+            else:
+                k, lab = _axis_key(lm, rank, rec, side, by)
+            e = (k, lab, lm.end_info(rank, dev, rec, side))
+            ends[(rank, dev)] = e
+        return e
+
+    wanted = set(sizes)
+    cells = {}      # (size, ks, kd) -> [[measured], theoretical, class]
+    classes_seen = {}
+    for rec in recs:
+        size = rec["size"]
+        if size not in wanted:
+            continue
+        s, d = rec["src"], rec["dst"]
+        ks, ls, es = end_of(s, rec.get("src_device"), rec, "src")
+        kd, ld, ed = end_of(d, rec.get("dst_device"), rec, "dst")
+        if ks not in keyset:
+            keyset[ks] = ls
+        if kd not in keyset:
+            keyset[kd] = ld
+        cls, theo = lm.classify_ends(es, ed, s, d, rec)
+        v = measured_gbs(rec)
+        ck = (size, ks, kd)
+        c = cells.get(ck)
+        if c is None:
+            cells[ck] = [[v], theo, cls]
+            seen = classes_seen.get(cls)
+            if seen is None:
+                seen = classes_seen[cls] = set()
+            seen.add(theo)
+        else:
+            c[0].append(v)
+    keys = sorted(keyset, key=_sort_key)
+    index = {k: i for i, k in enumerate(keys)}
+    labels = [keyset[k] for k in keys]
+    nodes = [k[0] for k in keys]
+    n = len(keys)
+    panels = []
+    for size in sizes:
+        meas = np.full((n, n), np.nan)
+        theo = np.full((n, n), np.nan)
+        cls_m = np.full((n, n), "", dtype=object)
+        panels.append({"size": size, "measured": meas, "theoretical": theo, "classes": cls_m})
+    pidx = {s: i for i, s in enumerate(sizes)}
+    for (size, ks, kd), (vals, t, cls) in cells.items():
+        p = panels[pidx[size]]
+        i, j = index[ks], index[kd]
+        p["measured"][i, j] = float(np.median(vals)) if len(vals) > 1 else vals[0]
+        p["theoretical"][i, j] = t if t else np.nan
+        p["classes"][i, j] = cls
+    for p in panels:
+        meas, theo, cls_m = p["measured"], p["theoretical"], p["classes"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util = meas / theo
+        relative = np.zeros((n, n), dtype=bool)
+        norel = np.isnan(theo) & ~np.isnan(meas)
+        if norel.any():
+            for cls in {c for c in cls_m[norel]}:
+                mask = norel & (cls_m == cls)
+                best = np.nanmax(meas[mask]) if mask.any() else np.nan
+                if best and best > 0:
+                    util[mask] = meas[mask] / best
+                    relative |= mask
+        p["util"], p["relative"] = util, relative
+    counters = counter_series(doc, lm)
+    return HeatmapData(doc, by, keys, labels, nodes, panels,
+                       {k: sorted(x for x in v if x) for k, v in classes_seen.items()}, counters)
+
+
+# ----------------------------------------------------------------------------- counters
+_BYTE_KEYS = {"port_xmit_data": 4, "port_rcv_data": 4}
+
+
+def _series_from(c):
+    """[(name, t list, {counter: cumulative bytes list})]"""
+    if isinstance(c, list):
+        return [x for item in c for x in _series_from(item)]
+    if not isinstance(c, dict):
+        return []
+    if isinstance(c.get("samples"), list):
+        samples = [s for s in c["samples"] if isinstance(s, dict) and _num(s.get("t")) is not None]
+        t = [s["t"] for s in samples]
+        ctrs = {}
+        for s in samples:
+            for k, v in s.items():
+                if k != "t" and (k.endswith("bytes") or k in _BYTE_KEYS):
+                    ctrs.setdefault(k, []).append(v)
+        ctrs = {k: v for k, v in ctrs.items() if len(v) == len(t)}
+        return [(c.get("device") or "?", t, ctrs, _num(c.get("rate_gbs")))]
+    t = c.get("t")
+    if isinstance(t, list):
+        ctrs = {k: v for k, v in c.items() if isinstance(v, list) and len(v) == len(t)
+                and (k.endswith("bytes") or k in _BYTE_KEYS)}
+        return [(c.get("device") or "?", t, ctrs, _num(c.get("rate_gbs")))]
+    return []
+
+
+_DELTA_BYTES = (("port_xmit_bytes", "tx", 1), ("port_rcv_bytes", "rx", 1),
+                ("port_xmit_data", "tx", 4), ("port_rcv_data", "rx", 4))
+
+
+def _delta_bytes(c):
+    """{'tx': bytes, 'rx': bytes} from a counter-delta dict (rdma transport format)."""
+    out = {}
+    for key, name, scale in _DELTA_BYTES:
+        v = _num(c.get(key))
+        if v is not None and name not in out:
+            out[name] = v * scale
+    return out
+
+
+def counter_series(doc, lm=None):
+    """[{label, t: [s], gbs: [GB/s], util: [fraction] | None, rate_gbs}] from records' counters.
+
+    Two shapes are read: time series (extra.counters with "t" or "samples", see the module
+    doc) and the deltas the transports record around each timed loop: extra.counters
+    {port_xmit_data, port_rcv_data, ...} with extra.device "mlx5_0:1" (rdma), and
+    extra.nvml_counters {bus_id: {pcie_tx, pcie_rx, nvlink_tx, nvlink_rx}} (nccl, cuda).
+    Deltas become one point per record at the run's cumulative measuring time."""
+    out = {}
+    clock = 0.0
+
+    def add(key, label, rate, t, gbs):
+        s = out.setdefault(key, {"label": label, "t": [], "gbs": [], "rate_gbs": rate})
+        s["t"].append(float(t))
+        s["gbs"].append(gbs)
+
+    for rec in doc.get("results") or []:
+        if type(rec) is not dict:
+            continue
+        extra = rec.get("extra")
+        if not extra or type(extra) is not dict:
+            continue
+        t_us, iters = _num(rec.get("time_us")), _num(rec.get("iters"))
+        dur = t_us * (iters + (_num(rec.get("warmup")) or 0)) / 1e6 if t_us and iters else None
+        if dur:
+            clock += dur
+        dst_extra = extra.get("dst") if isinstance(extra.get("dst"), dict) else {}
+        for side_extra, side in ((extra, "src"), (dst_extra, "dst")):
+            rank = rec.get(side)
+            host = lm.node(rank, rec, side) if lm is not None and isinstance(rank, int) else "?"
+            topo = (lm.topo.get(lm.host(rank, rec, side)) or {}) if lm is not None and isinstance(rank, int) else {}
+            c = side_extra.get("counters")
+            if isinstance(c, dict) and "t" not in c and "samples" not in c and dur:
+                dev = str(side_extra.get("device") or "?").split(":")[0]
+                nic = next((n for n in topo.get("nics") or [] if n.get("name") == dev), None)
+                rate = nic.get("rate_gbs") if nic else None
+                for name, nbytes in _delta_bytes(c).items():
+                    add((host, dev, name), f"{host}:{dev} {name}", rate, clock, nbytes / dur / 1e9)
+            elif c:
+                for dev, t, ctrs, rate in _series_from(c):
+                    if len(t) < 2:
+                        continue
+                    if rate is None:
+                        nic = next((n for n in topo.get("nics") or [] if n.get("name") == dev), None)
+                        rate = nic.get("rate_gbs") if nic else None
+                    for name, vals in ctrs.items():
+                        scale = _BYTE_KEYS.get(name, 1)
+                        for k in range(1, len(t)):
+                            dt = (_num(t[k]) or 0) - (_num(t[k - 1]) or 0)
+                            a, b = _num(vals[k]), _num(vals[k - 1])
+                            if dt > 0 and a is not None and b is not None and a >= b:
+                                add((host, dev, name), f"{host}:{dev} {name}", rate, t[k],
+                                    (a - b) * scale / dt / 1e9)
+            nv = side_extra.get("nvml_counters")
+            if isinstance(nv, dict) and dur:
+                for bus, ctrs in nv.items():
+                    if not isinstance(ctrs, dict):
+                        continue
+                    g = next((g for g in topo.get("gpus") or [] if g.get("pci") == str(bus).lower()
+                              or str(bus).lower().endswith(str(g.get("pci"))[5:])), None)
+                    dev = g.get("label") if g else str(bus)
+                    for name, v in ctrs.items():
+                        v = _num(v)
+                        if v is None:
+                            continue
+                        rate = None
+                        if g and name.startswith("pcie"):
+                            rate = (g.get("pcie") or {}).get("cur_gbs")
+                        elif g and name.startswith("nvlink"):
+                            rate = (g.get("nvlink") or {}).get("gbs")
+                        add((host, dev, name), f"{host}:{dev} {name}", rate, clock, v / dur / 1e9)
+    series = []
+    for s in out.values():
+        order = sorted(range(len(s["t"])), key=s["t"].__getitem__)
+        s["t"] = [s["t"][i] for i in order]
+        s["gbs"] = [s["gbs"][i] for i in order]
+        s["util"] = [g / s["rate_gbs"] for g in s["gbs"]] if s["rate_gbs"] else None
+        series.append(s)
+    return series
+
+
+# ----------------------------------------------------------------------------- rendering
+def _mpl():
+    """matplotlib's Figure (Agg, no pyplot: faster import, no GUI backend)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("heatmaps need matplotlib: pip install matplotlib "
+                         "(or pip install 'comm-bench[viz]')") from None
+    from matplotlib.figure import Figure
+    return matplotlib, Figure
+
+
+def _group_ticks(nodes):
+    """Tick positions/labels at the centre of each node's block, boundaries between."""
+    bounds, centres, names = [], [], []
+    start = 0
+    for i in range(1, len(nodes) + 1):
+        if i == len(nodes) or nodes[i] != nodes[start]:
+            centres.append((start + i - 1) / 2)
+            names.append(str(nodes[start]))
+            if i < len(nodes):
+                bounds.append(i - 0.5)
+            start = i
+    return bounds, centres, names
+
+
+def _draw_panel(ax, data, p, cmap):
+    import numpy as np
+    n = data.n
+    util = p["util"]
+    shown = np.ma.masked_invalid(util)
+    im = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    ax.set_title(f"size {human_size(p['size'])}", fontsize=10)
+    ax.set_xlabel("dst (receiver)", fontsize=8)
+    ax.set_ylabel("src (sender)", fontsize=8)
+    if n <= 32:
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        fs = 8 if n <= 12 else 6
+        ax.set_xticklabels(data.labels, rotation=60, ha="right", fontsize=fs)
+        ax.set_yticklabels(data.labels, fontsize=fs)
+    else:
+        bounds, centres, names = _group_ticks(data.nodes)
+        if len(names) > 1 and len(names) <= 256:
+            step = max(1, math.ceil(len(names) / 24))
+            ax.set_xticks(centres[::step])
+            ax.set_xticklabels(names[::step], rotation=60, ha="right", fontsize=6)
+            ax.set_yticks(centres[::step])
+            ax.set_yticklabels(names[::step], fontsize=6)
+            if len(bounds) <= 32:
+                for b in bounds:
+                    ax.axhline(b, color="white", lw=0.3)
+                    ax.axvline(b, color="white", lw=0.3)
+        else:
+            step = max(1, math.ceil(n / 24))
+            ax.set_xticks(range(0, n, step))
+            ax.set_yticks(range(0, n, step))
+            ax.set_xticklabels([data.labels[i] for i in range(0, n, step)], rotation=60, ha="right", fontsize=6)
+            ax.set_yticklabels([data.labels[i] for i in range(0, n, step)], fontsize=6)
+    if n > 32:
+        _draw_margins(ax, data, util, cmap)
+    if n <= 32:
+        meas = p["measured"]
+        big = n <= 12
+        for i in range(n):
+            for j in range(n):
+                u, m = util[i, j], meas[i, j]
+                if np.isnan(m):
+                    ax.text(j, i, "N/A", ha="center", va="center", fontsize=6 if big else 4, color="#555555")
+                    continue
+                mark = "*" if p["relative"][i, j] else ""
+                txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
+                colour = "black" if 0.25 < min(u, 1.0) < 0.85 else ("white" if u <= 0.25 else "black")
+                ax.text(j, i, txt, ha="center", va="center", fontsize=7 if big else 5, color=colour)
+    return im
+
+
+def _draw_margins(ax, data, util, cmap):
+    """Large matrices: a strip beside the matrix with each row's (sender's) median
+    utilisation, one above it for each column (receiver), and the worst rows named, so
+    one bad rank among 1,024 stands out."""
+    import numpy as np
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # all-N/A rows
+        rows = np.nanmedian(util, axis=1)
+        cols = np.nanmedian(util, axis=0)
+    right = ax.inset_axes([1.01, 0.0, 0.035, 1.0])
+    right.imshow(np.ma.masked_invalid(rows[:, None]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
+                 interpolation="nearest")
+    top = ax.inset_axes([0.0, 1.01, 1.0, 0.035])
+    top.imshow(np.ma.masked_invalid(cols[None, :]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
+               interpolation="nearest")
+    for a in (right, top):
+        a.set_xticks([])
+        a.set_yticks([])
+    right.set_title("row\nmedian", fontsize=6)
+    finite = rows[np.isfinite(rows)]
+    if finite.size:
+        ref = float(np.median(finite))
+        worst = [i for i in np.argsort(np.where(np.isfinite(rows), rows, np.inf))[:3]
+                 if np.isfinite(rows[i]) and rows[i] < 0.75 * ref]
+        for i in worst:
+            right.annotate(f"{data.labels[i]} {rows[i] * 100:.0f}%", xy=(0.5, i), xycoords="data",
+                           xytext=(8, 0), textcoords="offset points", fontsize=7, color="#b71c1c",
+                           va="center", ha="left", arrowprops={"arrowstyle": "-", "color": "#b71c1c", "lw": 0.6})
+
+
+def render_png(data, path, dpi=None):
+    matplotlib, Figure = _mpl()
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
+    k = max(1, len(data.panels))
+    ncols = min(k, 2)
+    nrows = math.ceil(k / ncols)
+    side = 5.5 if data.n <= 12 else (6.5 if data.n <= 64 else 7.0)
+    extra = 2.8 if data.counters else 0.0
+    fig = Figure(figsize=(side * ncols + 1.5, side * nrows + 1.0 + extra), layout="constrained")
+    gs = fig.add_gridspec(nrows + (1 if data.counters else 0), ncols,
+                          height_ratios=[side] * nrows + ([extra] if data.counters else []))
+    im, axes = None, []
+    if not data.panels:
+        ax = fig.add_subplot(gs[0, 0])
+        ax.text(0.5, 0.5, "no pair measurements (N/A)", ha="center", va="center")
+        ax.set_axis_off()
+    for idx, p in enumerate(data.panels):
+        ax = fig.add_subplot(gs[idx // ncols, idx % ncols])
+        im = _draw_panel(ax, data, p, cmap)
+        axes.append(ax)
+    if im is not None:
+        cb = fig.colorbar(im, ax=axes, shrink=0.7, pad=0.02)
+        rel = any(p["relative"].any() for p in data.panels)
+        cb.set_label("utilisation = measured / theoretical rate of the pair's link"
+                     + ("\n(* = no rate known: relative to the best pair of its class)" if rel else ""),
+                     fontsize=8)
+        cb.ax.tick_params(labelsize=7)
+    if data.counters:
+        ax = fig.add_subplot(gs[nrows, :])
+        _draw_counters(ax, data.counters)
+    fig.suptitle(data.title(), fontsize=11)
+    fig.supxlabel(legend_text(data), fontsize=7)
+    if dpi is None:
+        dpi = 100 if data.n <= 64 else 150
+    fig.savefig(path, dpi=dpi, format="png")
+    return path
+
+
+def _draw_counters(ax, series):
+    t0 = min(s["t"][0] for s in series)
+    util = any(s["util"] for s in series)
+    for s in series[:16]:
+        y = s["util"] if util and s["util"] else s["gbs"]
+        ax.plot([t - t0 for t in s["t"]], [v * 100 for v in y] if util and s["util"] else y,
+                lw=1, marker="." if len(s["t"]) < 200 else None, ms=3, label=s["label"])
+    ax.set_xlabel("time (s; per-record counter deltas sit at the run's cumulative measuring time)", fontsize=8)
+    ax.set_ylabel("utilisation (%)" if util else "GB/s", fontsize=8)
+    ax.set_title("counter-based utilisation over time" + (" (first 16 series)" if len(series) > 16 else ""),
+                 fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6, ncol=4, loc="upper right")
+
+
+def legend_text(data):
+    parts = []
+    for cls, rates in sorted(data.classes_seen.items()):
+        if rates:
+            r = ", ".join(f"{x:g}" for x in rates[:4]) + (" ..." if len(rates) > 4 else "")
+            parts.append(f"{cls}: {r} GB/s")
+        else:
+            parts.append(f"{cls}: no theoretical rate (* = relative to the best pair of the class)")
+    return "link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else \
+        "no pairs measured"
+
+
+def to_png_bytes(data, dpi=None):
+    buf = io.BytesIO()
+    render_png(data, buf, dpi=dpi)
+    return buf.getvalue()
+
+
+def render_html(data, path):
+    from .report_html import heatmap_page
+    html = heatmap_page(data)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(html)
+    return path
+
+
+def png_data_uri(data, dpi=None):
+    return "data:image/png;base64," + base64.b64encode(to_png_bytes(data, dpi)).decode()
+
+
+def make(results, out, by="rank"):
+    """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
+    t0 = time.monotonic()
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in (".png", ".html", ".htm"):
+        raise UsageError(f"-o {out}: give a .png or .html file name")
+    doc = load_results(results) if isinstance(results, str) else results
+    if isinstance(results, dict):
+        check_document(doc)
+    data = build(doc, by=by)
+    try:
+        if ext == ".png":
+            render_png(data, out)
+        else:
+            render_html(data, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
+    return {"out": out, "cells": data.n, "panels": len(data.panels),
+            "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
+            "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _isnan(a):
+    import numpy as np
+    return np.isnan(a)

@@ -1,0 +1,496 @@
+"""Cluster validation: which links, ranks, devices or hosts are bad.
+
+    report = check(doc, load_rules(path_or_None))
+    report["status"]  -> "pass" | "fail";  report["findings"] -> [finding, ...]
+
+Checks, on pair bandwidth records of at least rules.min_size, per op, size and link class
+(comm_bench.topology.pairs):
+  1. expected minimum: theoretical rate x efficiency, or an absolute floor (rules);
+  2. robust outliers among peers (median / MAD), first per rank (the median of its
+     pairs relative to their peers, so one bad host cannot drag the reference down even
+     when it is half of a small run's pairs), then per pair among the rest;
+  3. bad pairs that share one end name that end: the rank, its device, or its host
+     (when all ranks of the host are bad).
+Also: records with #wrong > 0 and a run whose status is "failed".
+Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import statistics
+from xml.sax.saxutils import escape, quoteattr
+
+from .errors import UsageError
+from .heatmap import human_size, load_results, measured_gbs, pair_records
+
+DEFAULT_RULES = {
+    "version": 1,
+    "min_size": "1M",
+    "classes": {"same-device": {}, "nvlink": {"efficiency": 0.70}, "pcie": {"efficiency": 0.60},
+                "ib": {"efficiency": 0.75}, "roce": {"efficiency": 0.70},
+                "ethernet": {"efficiency": 0.50}, "network": {}, "virtual": {}, "loopback": {}},
+    "transports": {"tcp": {"classes": {"ethernet": {"efficiency": 0.25}, "ib": {"efficiency": 0.10}},
+                           "outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
+                   "grpc": {"classes": {"ethernet": {"efficiency": 0.20}},
+                            "outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
+                   "gloo": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
+                   "mpi": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}}},
+    "outliers": {"z": 5.0, "ratio": 0.75, "pair_ratio": 0.5, "min_peers": 3, "min_size_fraction": 0.5},
+    "blame": {"min_share": 0.5},
+    "check_wrong": True,
+}
+RULE_KEYS = set(DEFAULT_RULES)
+CLASS_KEYS = {"efficiency", "floor_gbs"}
+MAD_SCALE = 1.4826
+
+
+# ----------------------------------------------------------------------------- rules
+def parse_size(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v)
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGkmg]?)i?B?\s*$", str(v))
+    if not m:
+        raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)")
+    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()])
+
+
+def _merge(base, over):
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_rules(path=None):
+    """The default rules merged with a YAML/JSON rules file; UsageError on bad input."""
+    if path is None:
+        return copy.deepcopy(DEFAULT_RULES)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read rules file '{path}': {exc.strerror}") from None
+    if path.endswith(".json"):
+        try:
+            user = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"rules file '{path}' is not valid JSON: {exc}") from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise UsageError("YAML rules need pyyaml: pip install pyyaml (or give a .json rules file)") from None
+        try:
+            user = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            first = str(exc).replace("\n", " ")[:120]
+            raise UsageError(f"rules file '{path}' is not valid YAML: {first}") from None
+    if user is None:
+        user = {}
+    if not isinstance(user, dict):
+        raise UsageError(f"rules file '{path}': expected a mapping at the top level")
+    rules = _merge(DEFAULT_RULES, user)
+    _check_rules(rules, path)
+    return rules
+
+
+def _check_rules(rules, path="rules"):
+    unknown = set(rules) - RULE_KEYS
+    if unknown:
+        raise UsageError(f"rules file '{path}': unknown key '{sorted(unknown)[0]}' "
+                         f"(known: {', '.join(sorted(RULE_KEYS))})")
+    parse_size(rules["min_size"])
+    tables = [("classes", rules.get("classes") or {})]
+    for t, tr in (rules.get("transports") or {}).items():
+        if not isinstance(tr, dict) or set(tr) - {"classes", "outliers"}:
+            raise UsageError(f"rules file '{path}': transports.{t} may only hold 'classes' and 'outliers'")
+        _check_outliers(tr.get("outliers") or {}, f"transports.{t}.outliers", path)
+        tables.append((f"transports.{t}.classes", tr.get("classes") or {}))
+    for where, classes in tables:
+        if not isinstance(classes, dict):
+            raise UsageError(f"rules file '{path}': {where} must be a mapping")
+        for cls, spec in classes.items():
+            spec = spec or {}
+            if not isinstance(spec, dict) or set(spec) - CLASS_KEYS:
+                raise UsageError(f"rules file '{path}': {where}.{cls} takes only "
+                                 f"{', '.join(sorted(CLASS_KEYS))}")
+            for k, v in spec.items():
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                    raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
+    _check_outliers(rules["outliers"], "outliers", path, complete=True)
+
+
+OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
+
+
+def _check_outliers(o, where, path, complete=False):
+    if not isinstance(o, dict):
+        raise UsageError(f"rules file '{path}': {where} must be a mapping")
+    unknown = set(o) - set(OUTLIER_KEYS)
+    if unknown:
+        raise UsageError(f"rules file '{path}': unknown key {where}.{sorted(unknown)[0]} "
+                         f"(known: {', '.join(OUTLIER_KEYS)})")
+    for k in OUTLIER_KEYS if complete else o:
+        v = o.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
+
+
+def outlier_rules(rules, transport):
+    o = dict(rules["outliers"])
+    o.update(((rules.get("transports") or {}).get(transport or "") or {}).get("outliers") or {})
+    return o
+
+
+def class_rule(rules, transport, cls):
+    spec = dict((rules.get("classes") or {}).get(cls) or {})
+    spec.update(((rules.get("transports") or {}).get(transport or "", {}).get("classes") or {}).get(cls) or {})
+    return spec
+
+
+def expected_min(rules, transport, cls, theoretical):
+    spec = class_rule(rules, transport, cls)
+    vals = []
+    if theoretical and spec.get("efficiency"):
+        vals.append(theoretical * spec["efficiency"])
+    if spec.get("floor_gbs"):
+        vals.append(float(spec["floor_gbs"]))
+    return max(vals) if vals else None
+
+
+# ----------------------------------------------------------------------------- stats
+def robust_low(values, z, ratio):
+    """Indices of low outliers among positive values: robust z of log(value) (median /
+    MAD; bandwidth noise is multiplicative) > z, and value < ratio x median.
+    Returns (indices, median, MAD of the logs)."""
+    if not values:
+        return [], None, None
+    med = statistics.median(values)
+    logs = [math.log(max(v, 1e-12)) for v in values]
+    lmed = statistics.median(logs)
+    mad = statistics.median(abs(x - lmed) for x in logs)
+    out = []
+    for i, v in enumerate(values):
+        if med <= 0 or v >= ratio * med:
+            continue
+        if mad == 0 or (lmed - logs[i]) / (MAD_SCALE * mad) > z:
+            out.append(i)
+    return out, med, mad
+
+
+# ----------------------------------------------------------------------------- check
+def check(doc, rules=None):
+    from .topology.pairs import LinkMap
+
+    rules = rules or load_rules()
+    transport = (doc.get("transport") or "").lower()
+    lm = LinkMap(doc)
+    findings = []
+    if doc.get("status") == "failed":
+        f = doc.get("failure") or {}
+        findings.append(_finding("run-failed", f"the run failed on rank {f.get('rank')} "
+                                 f"(host {f.get('host')}): {f.get('reason')}",
+                                 rank=f.get("rank"), host=f.get("host")))
+    recs = pair_records(doc)
+    if rules.get("check_wrong", True):
+        for r in doc.get("results") or []:
+            if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
+                where = f"pair {r.get('src')}->{r.get('dst')}" if "src" in r else "collective"
+                findings.append(_finding("wrong-data", f"{r['wrong']} wrong elements in {r.get('op')} "
+                                         f"{human_size(r.get('size') or 0)} ({where})",
+                                         src=r.get("src"), dst=r.get("dst"), size=r.get("size")))
+    if not recs:
+        if findings:
+            return _report(doc, rules, findings, {})
+        raise UsageError("no pair bandwidth records to validate (run a sweep with --pattern "
+                         "pairwise or pairwise-concurrent, --mode bw)")
+    min_size = parse_size(rules["min_size"])
+    sizes = sorted({r["size"] for r in recs})
+    checked_sizes = [s for s in sizes if s >= min_size] or [sizes[-1]]
+    o = outlier_rules(rules, transport)
+    # observations: (op, size, class) -> {(src, dst): [values]}
+    groups, theo_of = {}, {}
+    for r in recs:
+        if r["size"] not in checked_sizes:
+            continue
+        cls, theo = lm.classify(r["src"], r["dst"], r)
+        key = (r.get("op"), r["size"], cls)
+        groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(measured_gbs(r))
+        theo_of[(key, r["src"], r["dst"])] = theo
+    obs = {}       # (key, pair) -> value
+    for key, pairs in groups.items():
+        for pair, vals in pairs.items():
+            obs[(key, pair)] = statistics.median(vals)
+    gmed = {key: statistics.median(obs[(key, p)] for p in pairs) for key, pairs in groups.items()}
+    # 1. ranks, per link class: the median of their pairs' values relative to the
+    #    group median, compared across ranks
+    per_rank = {}   # class -> rank -> [relative values]
+    for (key, (s, d)), v in obs.items():
+        if s == d or gmed[key] <= 0:
+            continue
+        rel = v / gmed[key]
+        per_cls = per_rank.setdefault(key[2], {})
+        per_cls.setdefault(s, []).append(rel)
+        per_cls.setdefault(d, []).append(rel)
+    all_ranks = sorted({r for per_cls in per_rank.values() for r in per_cls})
+    bad_ranks = {}
+    for cls, per_cls in sorted(per_rank.items()):
+        ranks = sorted(per_cls)
+        if len(ranks) < max(3, int(o["min_peers"])):
+            continue
+        scores = [statistics.median(per_cls[r]) for r in ranks]
+        idx, med, mad = robust_low(scores, o["z"], o["ratio"])
+        for i in idx:
+            bad_ranks.setdefault(ranks[i], {"score": scores[i], "peer_score": med,
+                                            "reason": "outlier", "class": cls})
+    # 2. pairs: below expected, or outliers among the pairs not explained by a bad rank
+    bad_pair_sizes = {}     # pair -> set of sizes flagged
+    pair_sizes = {}         # pair -> set of sizes checked
+    pair_class = {}         # pair -> link class
+    peer_med = {}           # (key, pair) -> median of its peers, for outlier pairs
+    class_wide = []
+    min_share = rules["blame"]["min_share"]
+    for key, pairs in groups.items():
+        op, size, cls = key
+        below = []
+        for p in pairs:
+            pair_sizes.setdefault(p, set()).add(size)
+            pair_class[p] = cls
+            exp = expected_min(rules, transport, cls, theo_of[(key,) + p])
+            if exp is not None and obs[(key, p)] < exp:
+                below.append((p, exp))
+        if below and len(below) >= 0.5 * len(pairs) and len(pairs) >= 2:
+            # most of the class is slow: a few shared ends, or the whole class?
+            nranks = len({r for p in pairs for r in p})
+            cover, left = _cover({p for p, _ in below}, set(pairs), min_share, max(1, (nranks - 1) // 2))
+            if left:
+                vals = [obs[(key, p)] for p, _ in below]
+                class_wide.append((key, len(below), len(pairs), statistics.median(vals), below[0][1]))
+                below = []
+        for p, _ in below:
+            bad_pair_sizes.setdefault(p, set()).add(size)
+        rest = [p for p in pairs if p[0] not in bad_ranks and p[1] not in bad_ranks and p[0] != p[1]]
+        if len(rest) >= max(3, int(o["min_peers"])):
+            vals = [obs[(key, p)] for p in rest]
+            idx, med, mad = robust_low(vals, o["z"], o["pair_ratio"])
+            for i in idx:
+                bad_pair_sizes.setdefault(rest[i], set()).add(size)
+                peer_med[(key, rest[i])] = med
+    bad_pairs = {p for p, s in bad_pair_sizes.items()
+                 if len(s) >= o["min_size_fraction"] * len(pair_sizes.get(p, s))}
+    # 3. blame, per link class: pairs of already-bad ranks are explained; a greedy cover
+    #    names the ends that most bad pairs share
+    remaining = set()
+    for cls in sorted({pair_class[p] for p in bad_pairs}):
+        bad = {p for p in bad_pairs if pair_class[p] == cls and p[0] not in bad_ranks and p[1] not in bad_ranks}
+        measured = {p for p in pair_sizes if pair_class[p] == cls}
+        cover, left = _cover(bad, measured, min_share, len(bad))
+        for r, c, share in cover:
+            bad_ranks[r] = {"reason": "shared end", "bad_pairs": c, "share": share, "class": cls}
+        remaining |= left
+    # findings for ranks, merged into hosts / devices
+    findings += _entity_findings(bad_ranks, lm, obs, groups, gmed)
+    for key, nbelow, npairs, med, exp in class_wide:
+        op, size, cls = key
+        findings.append(_finding(
+            "class-below-expected",
+            f"{nbelow} of {npairs} {cls} pairs ({op} {human_size(size)}) are below the expected "
+            f"minimum {exp:.3g} GB/s (their median {med:.3g} GB/s): check the fabric or the "
+            f"rules' efficiency for {cls}", link_class=cls, size=size, op=op,
+            measured_gbs=med, expected_gbs=exp))
+    for p in sorted(remaining):
+        findings.append(_pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
+    return _report(doc, rules, findings, {"pairs": len(pair_sizes), "sizes": checked_sizes,
+                                          "groups": [{"op": k[0], "size": k[1], "class": k[2],
+                                                      "pairs": len(v), "median_gbs": gmed[k]}
+                                                     for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))],
+                                          "ranks": len(all_ranks)})
+
+
+def _cover(bad, measured, min_share, max_ends):
+    """Greedy: ranks that most bad pairs share, each with >= min_share of its measured
+    pairs bad and >= 2 bad pairs. Returns ([(rank, bad pairs, share)], unexplained)."""
+    per_rank = {}
+    for p in measured:
+        for r in set(p):
+            per_rank[r] = per_rank.get(r, 0) + 1
+    cover, left = [], set(bad)
+    while left and len(cover) < max_ends:
+        count = {}
+        for p in left:
+            for r in set(p):
+                count[r] = count.get(r, 0) + 1
+        r, c = max(count.items(), key=lambda kv: (kv[1], -kv[0]))
+        share = c / max(1, per_rank.get(r, 0))
+        if c < 2 or share < min_share:
+            break
+        cover.append((r, c, share))
+        left = {p for p in left if r not in p}
+    return cover, left
+
+
+def _finding(kind, message, **kw):
+    return {"kind": kind, "severity": "error", "message": message, **kw}
+
+
+def _pair_stats(rank_set, obs, groups, gmed, classes=None):
+    """median measured GB/s of the pairs involving rank_set at the largest checked size
+    (of the given link classes), and the peers' median there."""
+    if not groups:
+        return None, None, (None, [])
+    size = max(k[1] for k in groups)
+    mine, peers, cls = [], [], set()
+    for (key, p), v in obs.items():
+        if key[1] != size or (classes and key[2] not in classes):
+            continue
+        if p[0] in rank_set or p[1] in rank_set:
+            mine.append(v)
+            cls.add(key[2])
+        else:
+            peers.append(v)
+    return (statistics.median(mine) if mine else None,
+            statistics.median(peers) if peers else None, (size, sorted(cls)))
+
+
+def _entity_findings(bad_ranks, lm, obs, groups, gmed):
+    out = []
+    by_node = {}
+    for r in bad_ranks:
+        by_node.setdefault(lm.node(r), []).append(r)
+    node_ranks = {}
+    for r in lm.ranks:
+        node_ranks.setdefault(lm.node(r), set()).add(r)
+    for node, rs in sorted(by_node.items()):
+        rs = sorted(rs)
+        all_of_node = set(rs) >= node_ranks.get(node, set(rs))
+        bad_cls = {bad_ranks[r].get("class") for r in rs} - {None}
+        mine, peers, (size, classes) = _pair_stats(set(rs), obs, groups, gmed, bad_cls)
+        npairs = sum(1 for (_, p) in obs if p[0] in rs or p[1] in rs)
+        pct = f", {100 * mine / peers:.0f}% of the others' {peers:.3g} GB/s" if mine and peers else ""
+        what = f"{mine:.3g} GB/s" if mine is not None else "?"
+        devs = [lm.device(r)[1] for r in rs]
+        if all_of_node:
+            dev_txt = f", device {devs[0]}" if len(rs) == 1 and devs[0] is not None else ""
+            out.append(_finding(
+                "bad-host", f"host {node} (rank{'s' if len(rs) > 1 else ''} "
+                f"{', '.join(map(str, rs))}{dev_txt}) is slow: its pairs run at {what} median"
+                f"{pct} ({'/'.join(classes)}, {human_size(size)}, {npairs} pair measurements)",
+                host=node, ranks=rs, rank=rs[0] if len(rs) == 1 else None,
+                device=devs[0] if len(rs) == 1 else None, measured_gbs=mine, peer_median_gbs=peers,
+                link_class=classes[0] if len(classes) == 1 else classes, size=size))
+            continue
+        nic_groups = {}
+        for r in rs:
+            nic = lm._nic_for(r, None, "src")
+            nic_groups.setdefault(nic.get("name") if nic else None, []).append(r)
+        for nic, group in nic_groups.items():
+            shared = [r for r in node_ranks.get(node, ()) if (lm._nic_for(r, None, "src") or {}).get("name") == nic]
+            if nic and len(shared) > 1 and set(group) >= set(shared):
+                m2, p2, (size2, cls2) = _pair_stats(set(group), obs, groups, gmed, bad_cls)
+                out.append(_finding(
+                    "bad-device", f"NIC {nic} on host {node} (ranks {', '.join(map(str, group))}) is slow: "
+                    f"{m2:.3g} GB/s median vs {p2:.3g} GB/s for the others ({human_size(size2)})",
+                    host=node, ranks=group, device=nic, measured_gbs=m2, peer_median_gbs=p2, size=size2))
+                continue
+            for r in group:
+                kind, val = lm.device(r)
+                m3, p3, (size3, cls3) = _pair_stats({r}, obs, groups, gmed, bad_cls)
+                dev = f"GPU{val}" if kind == "gpu" else val
+                out.append(_finding(
+                    "bad-device" if dev is not None else "bad-rank",
+                    f"rank {r} ({'device ' + str(dev) + ' ' if dev is not None else ''}on host {node}) is slow: "
+                    f"{m3:.3g} GB/s median vs {p3:.3g} GB/s for the others ({'/'.join(cls3)}, "
+                    f"{human_size(size3)})" if m3 is not None and p3 is not None else
+                    f"rank {r} on host {node} is slow",
+                    host=node, rank=r, ranks=[r], device=dev, measured_gbs=m3, peer_median_gbs=p3,
+                    size=size3))
+    return out
+
+
+def _pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
+    size = max(k[1] for (k, q) in obs if q == p)
+    key = next(k for (k, q) in obs if q == p and k[1] == size)
+    v = obs[(key, p)]
+    exp = expected_min(rules, transport, key[2], theo_of[(key,) + p])
+    med = peer_med.get((key, p))
+    if med is None:
+        med = statistics.median(obs[(key, q)] for q in groups[key])
+    why = (f"below the expected minimum {exp:.3g} GB/s" if exp is not None and v < exp
+           else f"an outlier among its {key[2]} peers (median {med:.3g} GB/s)")
+    return _finding("bad-pair", f"pair {lm.label(p[0])} -> {lm.label(p[1])} (ranks {p[0]}->{p[1]}): "
+                    f"{v:.3g} GB/s at {human_size(size)}, {why}",
+                    src=p[0], dst=p[1], src_host=lm.node(p[0]), dst_host=lm.node(p[1]),
+                    link_class=key[2], size=size, measured_gbs=v, expected_gbs=exp,
+                    peer_median_gbs=med)
+
+
+def _report(doc, rules, findings, checked):
+    return {"status": "fail" if findings else "pass", "findings": findings, "checked": checked,
+            "transport": doc.get("transport"), "world_size": doc.get("world_size"),
+            "rules": {"min_size": rules["min_size"],
+                      "outliers": outlier_rules(rules, (doc.get("transport") or "").lower())}}
+
+
+# ----------------------------------------------------------------------------- output
+def format_text(report):
+    c = report.get("checked") or {}
+    lines = []
+    for g in c.get("groups") or []:
+        lines.append(f"  {g['class']:<12} {g['op'] or '?':<10} {human_size(g['size']):>6}  "
+                     f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
+    head = (f"validate: {report['status'].upper()}  ({c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
+            f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])})")
+    out = [head] + lines
+    for f in report["findings"]:
+        out.append(f"FINDING [{f['kind']}] {f['message']}")
+    if not report["findings"]:
+        out.append("no findings")
+    return "\n".join(out)
+
+
+def write_junit(report, path):
+    c = report.get("checked") or {}
+    cases = []
+    by_kind = {}
+    for f in report["findings"]:
+        by_kind.setdefault(f["kind"], []).append(f)
+    for g in c.get("groups") or []:
+        name = f"{g['class']} {g['op']} {human_size(g['size'])}"
+        cases.append((name, []))
+    kinds = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected", "wrong-data", "run-failed")
+    for k in kinds:
+        cases.append((k, by_kind.get(k, [])))
+    nfail = sum(1 for _, fs in cases if fs)
+    xml = [f'<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuite name="comm-bench validate" tests="{len(cases)}" failures="{nfail}" errors="0">']
+    for name, fs in cases:
+        xml.append(f'  <testcase classname="comm-bench.validate" name={quoteattr(name)}>')
+        if fs:
+            msg = "; ".join(f["message"] for f in fs)
+            xml.append(f'    <failure message={quoteattr(msg[:500])} type={quoteattr(fs[0]["kind"])}>'
+                       f'{escape(msg)}</failure>')
+        xml.append("  </testcase>")
+    xml.append("</testsuite>")
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(xml) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write JUnit file '{path}': {exc.strerror}") from None
+
+
+def run(results_path, rules_path=None):
+    """load + check (what the command calls)."""
+    rules = load_rules(rules_path)
+    doc = load_results(results_path)
+    return check(doc, rules)
+
+
+def default_rules_path():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "rules.yaml")

@@ -1,0 +1,110 @@
+// Interface between the CUDA sources (cuda_copy.cu, nccl_bench.cu, compiled by nvcc)
+// and the pybind11 module (module_cuda.cpp, compiled by the host compiler).
+// No CUDA or NCCL types appear here, so the module needs neither header set.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cb {
+namespace cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  std::string pci_bus_id;   // lower case, as sysfs writes it: 0000:1b:00.0
+  int numa_node = -1;       // from /sys/bus/pci/devices/<bus id>/numa_node; -1 unknown
+  int sm_count = 0;
+  int major = 0, minor = 0;
+  size_t total_mem = 0;
+  int async_engines = 0;
+  int l2_bytes = 0;
+  int mem_bus_width = 0;
+};
+
+// 0 when no usable device; *why says what the runtime answered.
+int device_count(std::string* why);
+DeviceInfo device_info(int dev);
+int driver_version();
+int runtime_version();
+bool can_access_peer(int dev, int peer);
+int numa_node_count();
+
+struct CopyResult {
+  std::vector<double> samples_us;
+  uint64_t wrong = 0;            // wrong bytes found by the data check
+  bool blocking_timed_out = false;  // the blocking kernel released itself before the host
+  int numa_node = -1;            // node the host buffers were placed on (-1: not placed)
+};
+
+// One rank's copy benchmark: its GPU, its host and device buffers, the buffer
+// peers write into (exported through CUDA IPC), and the peers' buffers it opened.
+class CopyBench {
+ public:
+  CopyBench(int device, int numa_node);
+  ~CopyBench();
+  CopyBench(const CopyBench&) = delete;
+  CopyBench& operator=(const CopyBench&) = delete;
+
+  int device() const;
+  // Allocates the peer-visible buffer (2 x bytes: a write half and a read half)
+  // and returns its CUDA IPC handle (64 bytes).
+  std::string export_peer_buffer(size_t bytes);
+  // Opens a peer's exported buffer (from another process); returns a slot for run().
+  int open_peer(const std::string& handle, int peer_device, size_t bytes);
+  // kind: h2d d2h bidir d2d peer peer_read peer_bidir; method: ce | sm;
+  // host_mem: pinned | pageable.
+  CopyResult run(const std::string& kind, const std::string& method, const std::string& host_mem,
+                 size_t nbytes, int iters, int warmup, bool check, int peer_slot,
+                 double timeout_s);
+  // Frees host and device buffers (not the exported one).
+  void release_buffers();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// ---- NCCL (loaded at run time, see nccl_loader.h) -------------------------
+struct NcclLib {
+  std::string path;
+  int version = 0;        // e.g. 22809
+};
+// Tries each candidate (a path, or a bare soname for the system's loader) in order.
+NcclLib nccl_load(const std::vector<std::string>& candidates);
+bool nccl_loaded();
+std::string nccl_unique_id();  // 128 bytes
+
+struct NcclResult {
+  std::vector<double> samples_us;
+  uint64_t wrong = 0;   // wrong elements found by the data check
+  bool graph_per_iter = true;  // false: graph mode gave only a total, samples are the mean
+};
+
+class NcclBench {
+ public:
+  NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s);
+  ~NcclBench();
+  NcclBench(const NcclBench&) = delete;
+  NcclBench& operator=(const NcclBench&) = delete;
+  // op: all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv
+  //     send recv (pair patterns: to / from `peer`)
+  // nbytes: the size column S (see docs/internal-contracts.md)
+  NcclResult run(const std::string& op, size_t nbytes, const std::string& dtype,
+                 const std::string& redop, int root, int peer, int iters, int warmup,
+                 bool in_place, int graph, bool check, double timeout_s);
+  int rank() const;
+  int nranks() const;
+  void destroy();   // ncclCommDestroy (also on destruction)
+  void abort();     // ncclCommAbort
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+size_t dtype_size(const std::string& dtype);  // 0 when unknown
+
+}  // namespace cuda
+}  // namespace cb

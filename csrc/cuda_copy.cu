@@ -1,0 +1,631 @@
+// CUDA copies as nvbandwidth measures them: host<->device, both at once,
+// device-local and GPU->GPU (peer, through CUDA IPC between ranks), each by a
+// copy engine (cudaMemcpyAsync) or by an SM copy kernel, with pinned or
+// pageable host memory placed on the GPU's NUMA node.
+//
+// Timing: a blocking kernel holds the stream while the host queues a batch of
+// copies with an event after each; the host then releases it, so the copies
+// run back to back and each sample is the GPU time between two events.
+// Pageable copies cannot be queued behind a blocked stream (the driver stages
+// them through the host), so they are timed with events and no blocking kernel.
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <dirent.h>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda_bench.h"
+#include "cuda_util.cuh"
+
+namespace cb {
+namespace cuda {
+
+// ---------------------------------------------------------------------------
+// kernels
+__global__ void spin_kernel(volatile int* flag, volatile int* timed_out, uint64_t timeout_ns) {
+  uint64_t start = global_ns();
+  while (*flag == 0) {
+    if (global_ns() - start > timeout_ns) {
+      *timed_out = 1;
+      break;
+    }
+  }
+}
+
+// 16-byte copies, four loads in flight per thread before the stores.
+__global__ void __launch_bounds__(512) copy16_kernel(int4* __restrict__ dst, const int4* __restrict__ src,
+                                                     size_t n) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    int4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a;
+    dst[i + stride] = b;
+    dst[i + 2 * stride] = c;
+    dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
+__global__ void copy_bytes_kernel(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+
+__global__ void fill_pattern_kernel(uint8_t* p, size_t n, uint64_t seed, bool complement) {
+  size_t words = n / 8;
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  uint64_t mask = complement ? ~0ull : 0ull;
+  for (size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride)
+    reinterpret_cast<uint64_t*>(p)[w] = pattern_word(w, seed) ^ mask;
+  size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < n - words * 8) {
+    size_t i = words * 8 + t;
+    p[i] = pattern_byte(i, seed) ^ uint8_t(mask);
+  }
+}
+
+__device__ __forceinline__ unsigned diff_bytes(uint64_t x) {
+  unsigned c = 0;
+#pragma unroll
+  for (int b = 0; b < 8; ++b) c += ((x >> (8 * b)) & 0xff) != 0;
+  return c;
+}
+
+__global__ void check_pattern_kernel(const uint8_t* p, size_t n, uint64_t seed,
+                                     unsigned long long* wrong) {
+  size_t words = n / 8;
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride) {
+    uint64_t x = reinterpret_cast<const uint64_t*>(p)[w] ^ pattern_word(w, seed);
+    if (x) local += diff_bytes(x);
+  }
+  size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < n - words * 8) {
+    size_t i = words * 8 + t;
+    local += p[i] != pattern_byte(i, seed);
+  }
+  if (local) atomicAdd(wrong, local);
+}
+
+// ---------------------------------------------------------------------------
+// pattern helpers
+static int grid_for(size_t work, int threads, int max_blocks) {
+  size_t blocks = (work + threads - 1) / threads;
+  return int(std::max<size_t>(1, std::min<size_t>(blocks, size_t(max_blocks))));
+}
+
+void fill_pattern_device(void* p, size_t n, uint64_t seed, bool complement, cudaStream_t s) {
+  if (!n) return;
+  fill_pattern_kernel<<<grid_for(n / 8 + 8, 256, 4096), 256, 0, s>>>(static_cast<uint8_t*>(p), n,
+                                                                        seed, complement);
+  CB_LAUNCHED("launching the pattern fill kernel");
+}
+
+uint64_t check_pattern_device(const void* p, size_t n, uint64_t seed, cudaStream_t s,
+                              uint64_t* counter_dev, uint64_t deadline_ns) {
+  if (!n) return 0;
+  CB_CUDA(cudaMemsetAsync(counter_dev, 0, sizeof(uint64_t), s), "clearing the check counter");
+  check_pattern_kernel<<<grid_for(n / 8 + 8, 256, 4096), 256, 0, s>>>(
+      static_cast<const uint8_t*>(p), n, seed, reinterpret_cast<unsigned long long*>(counter_dev));
+  CB_LAUNCHED("launching the pattern check kernel");
+  uint64_t host = 0;
+  CB_CUDA(cudaMemcpyAsync(&host, counter_dev, sizeof(host), cudaMemcpyDeviceToHost, s),
+          "reading the check counter");
+  cudaEvent_t ev;
+  CB_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating an event");
+  cudaEventRecord(ev, s);
+  try {
+    wait_event(ev, deadline_ns, "data check");
+  } catch (...) {
+    cudaEventDestroy(ev);
+    throw;
+  }
+  cudaEventDestroy(ev);
+  return host;
+}
+
+void fill_pattern_host(void* p, size_t n, uint64_t seed, bool complement) {
+  size_t words = n / 8;
+  uint64_t mask = complement ? ~0ull : 0ull;
+  uint64_t* w = static_cast<uint64_t*>(p);
+  for (size_t i = 0; i < words; ++i) w[i] = pattern_word(i, seed) ^ mask;
+  uint8_t* b = static_cast<uint8_t*>(p);
+  for (size_t i = words * 8; i < n; ++i) b[i] = pattern_byte(i, seed) ^ uint8_t(mask);
+}
+
+uint64_t check_pattern_host(const void* p, size_t n, uint64_t seed) {
+  size_t words = n / 8;
+  const uint64_t* w = static_cast<const uint64_t*>(p);
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t x = w[i] ^ pattern_word(i, seed);
+    if (x)
+      for (int b = 0; b < 8; ++b) wrong += ((x >> (8 * b)) & 0xff) != 0;
+  }
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (size_t i = words * 8; i < n; ++i) wrong += b[i] != pattern_byte(i, seed);
+  return wrong;
+}
+
+// ---------------------------------------------------------------------------
+// devices
+int device_count(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_err(e);
+    cudaGetLastError();
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device";
+  return n;
+}
+
+static std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(c));
+  return s;
+}
+
+// C stdio, not iostreams: where the host compiler links libstdc++ statically into
+// the module (seen on the GPU machine's /opt/gcc), an ifstream crashes in
+// codecvt once the process has loaded the shared libstdc++ (numpy, torch).
+static int read_int_file(const std::string& path, int fallback) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return fallback;
+  int v = fallback;
+  if (std::fscanf(f, "%d", &v) != 1) v = fallback;
+  std::fclose(f);
+  return v;
+}
+
+DeviceInfo device_info(int dev) {
+  cudaDeviceProp p;
+  CB_CUDA(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU " + std::to_string(dev));
+  DeviceInfo d;
+  d.index = dev;
+  d.name = p.name;
+  char bus[64] = {0};
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) == cudaSuccess) {
+    std::string b = lower(bus);
+    // sysfs spells the domain with 4 digits; the runtime may give 8
+    if (b.size() > 12 && b.find(':') == 8) b = b.substr(4);
+    d.pci_bus_id = b;
+    d.numa_node = read_int_file("/sys/bus/pci/devices/" + b + "/numa_node", -1);
+  }
+  d.sm_count = p.multiProcessorCount;
+  d.major = p.major;
+  d.minor = p.minor;
+  d.total_mem = p.totalGlobalMem;
+  d.async_engines = p.asyncEngineCount;
+  d.l2_bytes = p.l2CacheSize;
+  d.mem_bus_width = p.memoryBusWidth;
+  return d;
+}
+
+int driver_version() {
+  int v = 0;
+  cudaDriverGetVersion(&v);
+  return v;
+}
+
+int runtime_version() {
+  int v = 0;
+  cudaRuntimeGetVersion(&v);
+  return v;
+}
+
+bool can_access_peer(int dev, int peer) {
+  int ok = 0;
+  if (cudaDeviceCanAccessPeer(&ok, dev, peer) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return ok != 0;
+}
+
+int numa_node_count() {
+  DIR* d = opendir("/sys/devices/system/node");
+  if (!d) return 1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "node", 4) == 0 && std::isdigit(e->d_name[4])) ++n;
+  }
+  closedir(d);
+  return std::max(n, 1);
+}
+
+// ---------------------------------------------------------------------------
+// host memory on a NUMA node: mmap, mbind (MPOL_PREFERRED) before first touch,
+// then pin with cudaHostRegister where asked.
+struct HostBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  bool pinned = false;
+  int node = -1;
+
+  void alloc(size_t n, bool pin, int numa) {
+    free();
+    size_t len = std::max<size_t>(n, 4096);
+    void* q = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED) throw Error("cannot map " + std::to_string(len) + " bytes of host memory");
+    node = -1;
+    if (numa >= 0 && numa < 1024) {
+      unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+      mask[numa / (8 * sizeof(unsigned long))] = 1ul << (numa % (8 * sizeof(unsigned long)));
+      const long MPOL_PREFERRED_ = 1;
+      if (syscall(SYS_mbind, q, len, MPOL_PREFERRED_, mask, 1024, 0) == 0) node = numa;
+    }
+    std::memset(q, 0, len);  // first touch: places (and faults in) the pages now
+    if (pin) {
+      cudaError_t e = cudaHostRegister(q, len, cudaHostRegisterPortable | cudaHostRegisterMapped);
+      if (e != cudaSuccess) {
+        munmap(q, len);
+        cudaGetLastError();
+        throw Error("cannot pin " + std::to_string(len) + " bytes of host memory: " + cuda_err(e));
+      }
+    }
+    p = q;
+    bytes = len;
+    pinned = pin;
+  }
+  void free() {
+    if (!p) return;
+    if (pinned) cudaHostUnregister(p);
+    munmap(p, bytes);
+    p = nullptr;
+    bytes = 0;
+  }
+  ~HostBuffer() { free(); }
+};
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  void alloc(size_t n) {
+    free();
+    CB_CUDA(cudaMalloc(&p, std::max<size_t>(n, 256)), "allocating " + std::to_string(n) + " bytes on the GPU");
+    bytes = std::max<size_t>(n, 256);
+  }
+  void free() {
+    if (p) cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+  }
+  ~DeviceBuffer() { free(); }
+};
+
+struct Peer {
+  void* base = nullptr;  // the peer's exported buffer, mapped here
+  size_t bytes = 0;      // per half
+  int device = -1;
+};
+
+struct CopyBench::Impl {
+  int dev = 0;
+  int numa = -1;
+  int sm_count = 1;
+  cudaStream_t s0 = nullptr, s1 = nullptr;
+  int* flags = nullptr;  // mapped pinned: [0] release flag, [1] timed-out flag
+  int* flags_dev = nullptr;
+  uint64_t* counter = nullptr;
+  HostBuffer hsrc, hdst;   // host source (h2d) and destination (d2h)
+  DeviceBuffer dsrc, ddst;  // device source and destination
+  void* exported = nullptr;
+  size_t exported_half = 0;
+  std::vector<Peer> peers;
+  std::vector<cudaEvent_t> ev0, ev1;
+
+  void use() { CB_CUDA(cudaSetDevice(dev), "selecting GPU " + std::to_string(dev)); }
+
+  void ensure_host(HostBuffer& b, size_t n, bool pinned) {
+    if (b.p && b.bytes >= n && b.pinned == pinned) return;
+    b.alloc(n, pinned, numa);
+  }
+  void ensure_dev(DeviceBuffer& b, size_t n) {
+    if (b.p && b.bytes >= n) return;
+    b.alloc(n);
+  }
+  void ensure_events(size_t n) {
+    while (ev0.size() < n) {
+      cudaEvent_t a, b;
+      CB_CUDA(cudaEventCreate(&a), "creating an event");
+      CB_CUDA(cudaEventCreate(&b), "creating an event");
+      ev0.push_back(a);
+      ev1.push_back(b);
+    }
+  }
+  void* host_dev_ptr(void* p) {  // device view of pinned host memory
+    void* d = nullptr;
+    CB_CUDA(cudaHostGetDevicePointer(&d, p, 0), "mapping pinned host memory");
+    return d;
+  }
+  void sm_copy(void* dst, const void* src, size_t n, cudaStream_t s) {
+    size_t n16 = n / 16;
+    if (n16) {
+      int threads = 512;
+      int blocks = grid_for(n16, threads, sm_count * 4);
+      copy16_kernel<<<blocks, threads, 0, s>>>(static_cast<int4*>(dst), static_cast<const int4*>(src), n16);
+    }
+    size_t tail = n - n16 * 16;
+    if (tail)
+      copy_bytes_kernel<<<1, 32, 0, s>>>(static_cast<uint8_t*>(dst) + n16 * 16,
+                                         static_cast<const uint8_t*>(src) + n16 * 16, tail);
+    CB_LAUNCHED("launching the SM copy kernel");
+  }
+  void copy(void* dst, const void* src, size_t n, bool sm, cudaStream_t s) {
+    if (sm)
+      sm_copy(dst, src, n, s);
+    else
+      CB_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+  }
+};
+
+CopyBench::CopyBench(int device, int numa_node) : impl_(new Impl) {
+  impl_->dev = device;
+  impl_->use();
+  cudaDeviceProp p;
+  CB_CUDA(cudaGetDeviceProperties(&p, device), "reading GPU properties");
+  impl_->sm_count = p.multiProcessorCount;
+  if (numa_node == -1) {  // auto: the GPU's node, where the machine has several
+    DeviceInfo d = device_info(device);
+    impl_->numa = numa_node_count() > 1 ? d.numa_node : -1;
+  } else {
+    impl_->numa = numa_node;  // -2 or less: do not place
+    if (impl_->numa < -1) impl_->numa = -1;
+  }
+  CB_CUDA(cudaStreamCreateWithFlags(&impl_->s0, cudaStreamNonBlocking), "creating a stream");
+  CB_CUDA(cudaStreamCreateWithFlags(&impl_->s1, cudaStreamNonBlocking), "creating a stream");
+  CB_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&impl_->flags), 64, cudaHostAllocMapped | cudaHostAllocPortable),
+          "allocating the blocking kernel's flag");
+  std::memset(impl_->flags, 0, 64);
+  CB_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&impl_->flags_dev), impl_->flags, 0),
+          "mapping the blocking kernel's flag");
+  CB_CUDA(cudaMalloc(&impl_->counter, sizeof(uint64_t)), "allocating the check counter");
+}
+
+CopyBench::~CopyBench() {
+  Impl* m = impl_;
+  cudaSetDevice(m->dev);
+  cudaStreamSynchronize(m->s0);
+  cudaStreamSynchronize(m->s1);
+  for (auto& p : m->peers)
+    if (p.base) cudaIpcCloseMemHandle(p.base);
+  for (auto e : m->ev0) cudaEventDestroy(e);
+  for (auto e : m->ev1) cudaEventDestroy(e);
+  m->hsrc.free();
+  m->hdst.free();
+  m->dsrc.free();
+  m->ddst.free();
+  if (m->exported) cudaFree(m->exported);
+  if (m->counter) cudaFree(m->counter);
+  if (m->flags) cudaFreeHost(m->flags);
+  cudaStreamDestroy(m->s0);
+  cudaStreamDestroy(m->s1);
+  delete m;
+}
+
+int CopyBench::device() const { return impl_->dev; }
+
+void CopyBench::release_buffers() {
+  impl_->use();
+  cudaStreamSynchronize(impl_->s0);
+  cudaStreamSynchronize(impl_->s1);
+  impl_->hsrc.free();
+  impl_->hdst.free();
+  impl_->dsrc.free();
+  impl_->ddst.free();
+}
+
+std::string CopyBench::export_peer_buffer(size_t bytes) {
+  Impl& m = *impl_;
+  m.use();
+  bytes = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  if (m.exported) cudaFree(m.exported);
+  CB_CUDA(cudaMalloc(&m.exported, 2 * bytes), "allocating the buffer peers copy into");
+  m.exported_half = bytes;
+  cudaIpcMemHandle_t h;
+  CB_CUDA(cudaIpcGetMemHandle(&h, m.exported), "exporting the peer buffer (cudaIpcGetMemHandle)");
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+int CopyBench::open_peer(const std::string& handle, int peer_device, size_t bytes) {
+  Impl& m = *impl_;
+  m.use();
+  if (handle.size() != sizeof(cudaIpcMemHandle_t)) throw Error("peer buffer handle has the wrong size");
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle.data(), sizeof(h));
+  Peer p;
+  CB_CUDA(cudaIpcOpenMemHandle(&p.base, h, cudaIpcMemLazyEnablePeerAccess),
+          "opening GPU " + std::to_string(peer_device) + "'s buffer on GPU " + std::to_string(m.dev) +
+              " (cudaIpcOpenMemHandle)");
+  p.bytes = std::max<size_t>((bytes + 255) / 256 * 256, 256);
+  p.device = peer_device;
+  m.peers.push_back(p);
+  return int(m.peers.size() - 1);
+}
+
+CopyResult CopyBench::run(const std::string& kind, const std::string& method, const std::string& host_mem,
+                          size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout_s) {
+  Impl& m = *impl_;
+  m.use();
+  const bool sm = method == "sm";
+  if (!sm && method != "ce") throw Error("unknown copy method '" + method + "' (ce or sm)");
+  const bool pinned = host_mem != "pageable";
+  const bool uses_host = kind == "h2d" || kind == "d2h" || kind == "bidir";
+  const bool uses_peer = kind == "peer" || kind == "peer_read" || kind == "peer_bidir";
+  if (!uses_host && !uses_peer && kind != "d2d") throw Error("unknown copy '" + kind + "'");
+  if (sm && uses_host && !pinned)
+    throw Error("an SM copy kernel cannot read pageable host memory: use pinned host memory");
+  if (iters < 1) iters = 1;
+  const uint64_t deadline = deadline_after(timeout_s);
+  const uint64_t seed = nbytes * 0x100000001b3ull + uint64_t(kind.size());
+
+  // the copies of one iteration: (dst, src) on stream 0 and, for the bidirectional ones, stream 1
+  void *dst0 = nullptr, *src0 = nullptr, *dst1 = nullptr, *src1 = nullptr;
+  bool host_src0 = false, host_dst0 = false, host_dst1 = false;
+  Peer* peer = nullptr;
+  if (uses_peer) {
+    if (peer_slot < 0 || peer_slot >= int(m.peers.size())) throw Error("no peer buffer opened for this copy");
+    peer = &m.peers[peer_slot];
+    if (nbytes > peer->bytes)
+      throw Error("copy of " + std::to_string(nbytes) + " bytes is larger than the peer's buffer (" +
+                  std::to_string(peer->bytes) + "); raise --maxbytes at setup");
+    if (sm && !can_access_peer(m.dev, peer->device))
+      throw Error("GPU " + std::to_string(m.dev) + " cannot access GPU " + std::to_string(peer->device) +
+                  " directly, so an SM copy kernel cannot reach it (use --copy ce)");
+  }
+  uint8_t* peer_w = peer ? static_cast<uint8_t*>(peer->base) : nullptr;            // peer's write half
+  uint8_t* peer_r = peer ? static_cast<uint8_t*>(peer->base) + peer->bytes : nullptr;  // its read half
+
+  if (kind == "h2d" || kind == "bidir") {
+    m.ensure_host(m.hsrc, nbytes, pinned);
+    m.ensure_dev(m.ddst, nbytes);
+    src0 = m.hsrc.p;
+    dst0 = m.ddst.p;
+    host_src0 = true;
+  }
+  if (kind == "d2h") {
+    m.ensure_dev(m.dsrc, nbytes);
+    m.ensure_host(m.hdst, nbytes, pinned);
+    src0 = m.dsrc.p;
+    dst0 = m.hdst.p;
+    host_dst0 = true;
+  }
+  if (kind == "bidir") {
+    m.ensure_dev(m.dsrc, nbytes);
+    m.ensure_host(m.hdst, nbytes, pinned);
+    src1 = m.dsrc.p;
+    dst1 = m.hdst.p;
+    host_dst1 = true;
+  }
+  if (kind == "d2d") {
+    m.ensure_dev(m.dsrc, nbytes);
+    m.ensure_dev(m.ddst, nbytes);
+    src0 = m.dsrc.p;
+    dst0 = m.ddst.p;
+  }
+  if (kind == "peer" || kind == "peer_bidir") {
+    m.ensure_dev(m.dsrc, nbytes);
+    src0 = m.dsrc.p;
+    dst0 = peer_w;
+  }
+  if (kind == "peer_read") {
+    m.ensure_dev(m.ddst, nbytes);
+    src0 = peer_r;
+    dst0 = m.ddst.p;
+  }
+  if (kind == "peer_bidir") {
+    m.ensure_dev(m.ddst, nbytes);
+    src1 = peer_r;
+    dst1 = m.ddst.p;
+  }
+  const bool two = src1 != nullptr;
+  // kernels address pinned host memory through its device mapping
+  void* k_src0 = (sm && host_src0) ? m.host_dev_ptr(src0) : src0;
+  void* k_dst0 = (sm && host_dst0) ? m.host_dev_ptr(dst0) : dst0;
+  void* k_dst1 = (sm && host_dst1) ? m.host_dev_ptr(dst1) : dst1;
+  void* k_src1 = src1;
+
+  CopyResult res;
+  res.numa_node = uses_host ? (host_src0 ? m.hsrc.node : m.hdst.node) : -1;
+  if (kind == "bidir") res.numa_node = m.hsrc.node;
+
+  // data check: sources hold the pattern, destinations its complement
+  auto fill = [&](void* p, bool on_host, bool complement) {
+    if (on_host)
+      fill_pattern_host(p, nbytes, seed, complement);
+    else
+      fill_pattern_device(p, nbytes, seed, complement, m.s0);
+  };
+  if (check) {
+    fill(src0, host_src0, false);
+    fill(dst0, host_dst0, true);
+    if (two) {
+      fill(src1, false, false);
+      fill(dst1, host_dst1, true);
+    }
+    CB_CUDA(cudaStreamSynchronize(m.s0), "preparing the data check");
+  }
+
+  auto enqueue = [&](cudaStream_t s, int which) {
+    if (which == 0)
+      m.copy(k_dst0, k_src0, nbytes, sm, s);
+    else
+      m.copy(k_dst1, k_src1, nbytes, sm, s);
+  };
+
+  // warm-up (untimed)
+  m.ensure_events(2);
+  for (int w = 0; w < warmup; ++w) {
+    enqueue(m.s0, 0);
+    if (two) enqueue(m.s1, 1);
+  }
+  cudaEventRecord(m.ev0[0], m.s0);
+  cudaEventRecord(m.ev1[0], m.s1);
+  wait_event(m.ev0[0], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " warm-up");
+  wait_event(m.ev1[0], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " warm-up");
+
+  const bool blocking = pinned || !uses_host;
+  const int batch = 64;
+  m.ensure_events(batch + 1);
+  res.samples_us.reserve(iters);
+  for (int done = 0; done < iters;) {
+    int nb = std::min(batch, iters - done);
+    if (blocking) {
+      m.flags[0] = 0;
+      m.flags[1] = 0;
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      spin_kernel<<<1, 1, 0, m.s0>>>(m.flags_dev, m.flags_dev + 1, uint64_t(2e9));
+      CB_LAUNCHED("launching the blocking kernel");
+    }
+    cudaEventRecord(m.ev0[0], m.s0);
+    for (int i = 0; i < nb; ++i) {
+      if (two) {  // both directions start together; the iteration ends when both have
+        CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[i], 0), "joining streams");
+        enqueue(m.s0, 0);
+        enqueue(m.s1, 1);
+        cudaEventRecord(m.ev1[i + 1], m.s1);
+        CB_CUDA(cudaStreamWaitEvent(m.s0, m.ev1[i + 1], 0), "joining streams");
+      } else {
+        enqueue(m.s0, 0);
+      }
+      CB_CUDA(cudaEventRecord(m.ev0[i + 1], m.s0), "recording an event");
+    }
+    if (blocking) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      *reinterpret_cast<volatile int*>(&m.flags[0]) = 1;
+    }
+    wait_event(m.ev0[nb], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
+    if (blocking && *reinterpret_cast<volatile int*>(&m.flags[1])) res.blocking_timed_out = true;
+    for (int i = 0; i < nb; ++i) {
+      float ms = 0;
+      CB_CUDA(cudaEventElapsedTime(&ms, m.ev0[i], m.ev0[i + 1]), "reading event times");
+      res.samples_us.push_back(double(ms) * 1e3);
+    }
+    done += nb;
+  }
+
+  if (check) {
+    auto verify = [&](void* p, bool on_host) -> uint64_t {
+      if (on_host) return check_pattern_host(p, nbytes, seed);
+      return check_pattern_device(p, nbytes, seed, m.s0, m.counter, deadline);
+    };
+    res.wrong = verify(dst0, host_dst0);
+    if (two) res.wrong += verify(dst1, host_dst1);
+  }
+  return res;
+}
+
+}  // namespace cuda
+}  // namespace cb

@@ -1,0 +1,506 @@
+// NCCL collectives and point-to-point ops, timed in native code.
+//
+// libnccl is loaded at run time (nccl_loader.h). Each op is launched from the
+// host back to back, as nccl-tests does, with an event after each launch;
+// a sample is the GPU time between consecutive events. With graph mode the
+// timed ops are captured once into a CUDA graph (events as external record
+// nodes) and the graph is replayed. Data are checked on the GPU against the
+// values of comm_bench/ops.py: value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "cuda_bench.h"
+#include "cuda_util.cuh"
+#include "nccl_loader.h"
+
+namespace cb {
+namespace cuda {
+
+using namespace cb::nccl;
+
+enum OpCode { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_REDUCE, OP_ALLTOALL,
+              OP_SENDRECV, OP_SEND, OP_RECV };
+
+static int op_code(const std::string& op) {
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                "alltoall", "sendrecv", "send", "recv"};
+  for (int i = 0; i < 9; ++i)
+    if (op == names[i]) return i;
+  throw Error("unknown NCCL op '" + op + "'");
+}
+
+enum DType { DT_F32, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_U32, DT_U64 };
+struct DTypeInfo {
+  const char* name;
+  DType code;
+  ncclDataType_t nccl;
+  size_t size;
+};
+static const DTypeInfo kDTypes[] = {
+    {"float32", DT_F32, ncclFloat32, 4}, {"float64", DT_F64, ncclFloat64, 8},
+    {"float16", DT_F16, ncclFloat16, 2}, {"bfloat16", DT_BF16, ncclBfloat16, 2},
+    {"int32", DT_I32, ncclInt32, 4},     {"int64", DT_I64, ncclInt64, 8},
+    {"int8", DT_I8, ncclInt8, 1},        {"uint8", DT_U8, ncclUint8, 1},
+    {"uint32", DT_U32, ncclUint32, 4},   {"uint64", DT_U64, ncclUint64, 8},
+};
+static const DTypeInfo& dtype_info(const std::string& d) {
+  for (const auto& t : kDTypes)
+    if (d == t.name) return t;
+  throw Error("unknown dtype '" + d + "'");
+}
+size_t dtype_size(const std::string& d) {
+  for (const auto& t : kDTypes)
+    if (d == t.name) return t.size;
+  return 0;
+}
+
+static ncclRedOp_t redop_code(const std::string& r) {
+  if (r == "sum") return ncclSum;
+  if (r == "prod") return ncclProd;
+  if (r == "max") return ncclMax;
+  if (r == "min") return ncclMin;
+  if (r == "avg") return ncclAvg;
+  throw Error("unknown reduction '" + r + "' (sum, prod, max, min, avg)");
+}
+
+// ---------------------------------------------------------------------------
+// data: init and check kernels
+__host__ __device__ __forceinline__ long long value_of(int rank, size_t i) {
+  return (long long)((rank % 4) + 1) * (long long)((i % 5) + 1);
+}
+
+template <typename T> __device__ __forceinline__ T from_ll(long long v) { return T(v); }
+template <> __device__ __forceinline__ __half from_ll<__half>(long long v) { return __float2half(float(v)); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_ll<__nv_bfloat16>(long long v) {
+  return __float2bfloat16(float(v));
+}
+template <typename T> __device__ __forceinline__ double to_d(T x) { return double(x); }
+template <> __device__ __forceinline__ double to_d<__half>(__half x) { return double(__half2float(x)); }
+template <> __device__ __forceinline__ double to_d<__nv_bfloat16>(__nv_bfloat16 x) {
+  return double(__bfloat162float(x));
+}
+
+struct CheckSpec {
+  int op, rank, n, root, peer, redop;
+  size_t chunk;  // elements per rank chunk (all_gather send count, reduce_scatter recv count, alltoall chunk)
+};
+
+__device__ __forceinline__ long long reduce_vals(int redop, long long a, long long b) {
+  switch (redop) {
+    case 1: return a * b;
+    case 2: return a > b ? a : b;
+    case 3: return a < b ? a : b;
+    default: return a + b;
+  }
+}
+
+__device__ __forceinline__ long long reduce_all(const CheckSpec& c, size_t idx) {
+  long long acc = value_of(0, idx);
+  for (int r = 1; r < c.n; ++r) acc = reduce_vals(c.redop, acc, value_of(r, idx));
+  return acc;
+}
+
+__device__ long long expected_of(const CheckSpec& c, size_t i) {
+  switch (c.op) {
+    case OP_ALL_REDUCE:
+    case OP_REDUCE: return reduce_all(c, i);
+    case OP_BROADCAST: return value_of(c.root, i);
+    case OP_ALL_GATHER: return value_of(int(i / c.chunk), i % c.chunk);
+    case OP_REDUCE_SCATTER: return reduce_all(c, size_t(c.rank) * c.chunk + i);
+    case OP_ALLTOALL: return value_of(int(i / c.chunk), size_t(c.rank) * c.chunk + i % c.chunk);
+    case OP_SENDRECV: return value_of((c.rank - 1 + c.n) % c.n, i);
+    case OP_RECV: return value_of(c.peer, i);
+  }
+  return 0;
+}
+
+template <typename T>
+__global__ void init_kernel(T* p, size_t count, int rank) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    p[i] = from_ll<T>(value_of(rank, i));
+}
+
+template <typename T>
+__global__ void check_kernel(const T* p, size_t count, CheckSpec c, unsigned long long* wrong) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    long long e = expected_of(c, i);
+    if (!(to_d(p[i]) == to_d(from_ll<T>(e)))) ++local;
+  }
+  if (local) atomicAdd(wrong, local);
+}
+
+static int blocks_for(size_t count) {
+  return int(std::max<size_t>(1, std::min<size_t>((count + 255) / 256, 4096)));
+}
+
+template <typename T>
+static void init_t(void* p, size_t count, int rank, cudaStream_t s) {
+  init_kernel<T><<<blocks_for(count), 256, 0, s>>>(static_cast<T*>(p), count, rank);
+}
+template <typename T>
+static void check_t(const void* p, size_t count, const CheckSpec& c, unsigned long long* w, cudaStream_t s) {
+  check_kernel<T><<<blocks_for(count), 256, 0, s>>>(static_cast<const T*>(p), count, c, w);
+}
+
+#define CB_DISPATCH(code, F, ...)                             \
+  switch (code) {                                             \
+    case DT_F32: F<float>(__VA_ARGS__); break;                \
+    case DT_F64: F<double>(__VA_ARGS__); break;               \
+    case DT_F16: F<__half>(__VA_ARGS__); break;               \
+    case DT_BF16: F<__nv_bfloat16>(__VA_ARGS__); break;       \
+    case DT_I32: F<int32_t>(__VA_ARGS__); break;              \
+    case DT_I64: F<int64_t>(__VA_ARGS__); break;              \
+    case DT_I8: F<int8_t>(__VA_ARGS__); break;                \
+    case DT_U8: F<uint8_t>(__VA_ARGS__); break;               \
+    case DT_U32: F<uint32_t>(__VA_ARGS__); break;             \
+    case DT_U64: F<uint64_t>(__VA_ARGS__); break;             \
+  }
+
+// ---------------------------------------------------------------------------
+NcclLib nccl_load(const std::vector<std::string>& candidates) {
+  Api& a = load(candidates);
+  NcclLib l;
+  l.path = a.path;
+  l.version = a.version;
+  return l;
+}
+
+bool nccl_loaded() { return api().handle != nullptr; }
+
+std::string nccl_unique_id() {
+  Api& a = api();
+  if (!a.handle) throw Error("libnccl is not loaded");
+  ncclUniqueId id;
+  ncclResult_t r = a.GetUniqueId(&id);
+  if (r != ncclSuccess) throw Error("ncclGetUniqueId: " + a.error(r));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+struct NcclBench::Impl {
+  int dev = 0, nranks = 1, rank = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t s = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  size_t send_cap = 0, recv_cap = 0;
+  unsigned long long* counter = nullptr;
+  std::vector<cudaEvent_t> ev;
+  bool broken = false;
+
+  void use() { CB_CUDA(cudaSetDevice(dev), "selecting GPU " + std::to_string(dev)); }
+  void check_async() {
+    ncclResult_t st = ncclSuccess;
+    ncclResult_t r = api().CommGetAsyncError(comm, &st);
+    if (r != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
+      broken = true;
+      throw Error("rank " + std::to_string(rank) + ": NCCL reported " + api().error(r != ncclSuccess ? r : st, comm));
+    }
+  }
+  void nccl(ncclResult_t r, const char* what) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+      broken = true;
+      throw Error("rank " + std::to_string(rank) + ": " + what + ": " + api().error(r, comm));
+    }
+  }
+  void ensure(void*& p, size_t& cap, size_t n) {
+    if (p && cap >= n) return;
+    if (p) {
+      cudaStreamSynchronize(s);
+      cudaFree(p);
+      p = nullptr;
+    }
+    cap = std::max<size_t>((n + 255) / 256 * 256, 256);
+    CB_CUDA(cudaMalloc(&p, cap), "allocating " + std::to_string(cap) + " bytes for NCCL on GPU " + std::to_string(dev));
+  }
+  void ensure_events(size_t n) {
+    while (ev.size() < n) {
+      cudaEvent_t e;
+      CB_CUDA(cudaEventCreate(&e), "creating an event");
+      ev.push_back(e);
+    }
+  }
+  void wait(cudaEvent_t e, uint64_t deadline, const std::string& what) {
+    try {
+      wait_event(e, deadline, "rank " + std::to_string(rank) + " " + what, [this] { check_async(); });
+    } catch (...) {
+      broken = true;
+      throw;
+    }
+  }
+};
+
+NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s)
+    : impl_(new Impl) {
+  Api& a = api();
+  if (!a.handle) throw Error("libnccl is not loaded");
+  if (unique_id.size() != sizeof(ncclUniqueId)) throw Error("NCCL unique id has the wrong size");
+  Impl& m = *impl_;
+  m.dev = device;
+  m.nranks = nranks;
+  m.rank = rank;
+  m.use();
+  CB_CUDA(cudaStreamCreateWithFlags(&m.s, cudaStreamNonBlocking), "creating a stream");
+  CB_CUDA(cudaMalloc(&m.counter, sizeof(unsigned long long)), "allocating the check counter");
+
+  // ncclCommInitRank blocks until every rank has joined: run it on a thread and
+  // give up at the deadline (the thread is left behind; the run fails anyway).
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    ncclResult_t r = ncclSuccess;
+    ncclComm_t comm = nullptr;
+  };
+  auto sh = std::make_shared<Shared>();
+  ncclUniqueId id;
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  std::thread([sh, id, nranks, rank, device]() {
+    cudaSetDevice(device);
+    ncclComm_t c = nullptr;
+    ncclResult_t r = api().CommInitRank(&c, nranks, id, rank);
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->r = r;
+    sh->comm = c;
+    sh->done = true;
+    sh->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(sh->mu);
+  double t = timeout_s > 0 ? timeout_s : 600;
+  if (!sh->cv.wait_for(lock, std::chrono::duration<double>(t), [&] { return sh->done; }))
+    throw Error("rank " + std::to_string(rank) + ": ncclCommInitRank did not complete within " +
+                std::to_string(int(t)) + " s (a rank did not join, or NCCL could not connect)");
+  if (sh->r != ncclSuccess)
+    throw Error("rank " + std::to_string(rank) + ": ncclCommInitRank: " + a.error(sh->r));
+  m.comm = sh->comm;
+}
+
+NcclBench::~NcclBench() {
+  Impl* m = impl_;
+  if (m->comm) {
+    cudaSetDevice(m->dev);
+    if (m->broken)
+      api().CommAbort(m->comm);
+    else
+      api().CommDestroy(m->comm);
+    m->comm = nullptr;
+  }
+  for (auto e : m->ev) cudaEventDestroy(e);
+  if (m->send) cudaFree(m->send);
+  if (m->recv) cudaFree(m->recv);
+  if (m->counter) cudaFree(m->counter);
+  if (m->s) cudaStreamDestroy(m->s);
+  delete m;
+}
+
+int NcclBench::rank() const { return impl_->rank; }
+int NcclBench::nranks() const { return impl_->nranks; }
+
+void NcclBench::destroy() {
+  Impl& m = *impl_;
+  if (!m.comm) return;
+  m.use();
+  if (m.broken)  // a failed or timed-out op: destroying could wait on the GPU forever
+    api().CommAbort(m.comm);
+  else
+    api().CommDestroy(m.comm);
+  m.comm = nullptr;
+}
+
+void NcclBench::abort() {
+  Impl& m = *impl_;
+  if (!m.comm) return;
+  api().CommAbort(m.comm);
+  m.comm = nullptr;
+}
+
+NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::string& dtype,
+                          const std::string& redop_name, int root, int peer, int iters, int warmup,
+                          bool in_place, int graph, bool check, double timeout_s) {
+  Impl& m = *impl_;
+  Api& a = api();
+  if (!m.comm) throw Error("the NCCL communicator is closed");
+  if (m.broken) throw Error("rank " + std::to_string(m.rank) + ": the NCCL communicator failed earlier");
+  m.use();
+  const int op = op_code(op_name);
+  const DTypeInfo& dt = dtype_info(dtype);
+  const ncclRedOp_t redop = redop_code(redop_name);
+  const int n = m.nranks, r = m.rank;
+  const size_t es = dt.size;
+  const size_t total = nbytes / es;
+  if (total == 0) throw Error("size " + std::to_string(nbytes) + " is smaller than one " + dtype + " element");
+  if ((op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL) && total % n)
+    throw Error("size " + std::to_string(nbytes) + " is not a multiple of " + std::to_string(n) + " x " +
+                std::to_string(es) + " bytes");
+  if ((op == OP_SEND || op == OP_RECV) && (peer < 0 || peer >= n || peer == r))
+    throw Error("send/recv needs a peer rank other than this one");
+  if (root < 0 || root >= n) throw Error("root rank " + std::to_string(root) + " is out of range");
+  if (iters < 1) iters = 1;
+  const uint64_t deadline = deadline_after(timeout_s);
+  const size_t chunk = total / n;
+
+  // per-rank buffers
+  size_t in_count = total, out_count = total;
+  if (op == OP_ALL_GATHER) in_count = chunk;
+  if (op == OP_REDUCE_SCATTER) out_count = chunk;
+  const bool inplace_ok = op == OP_ALL_REDUCE || op == OP_BROADCAST || op == OP_REDUCE ||
+                          op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER;
+  in_place = in_place && inplace_ok;
+  m.ensure(m.send, m.send_cap, in_count * es);
+  m.ensure(m.recv, m.recv_cap, out_count * es);
+  char* sendp = static_cast<char*>(m.send);
+  char* recvp = static_cast<char*>(m.recv);
+  if (in_place) {
+    if (op == OP_ALL_GATHER) {
+      sendp = recvp + size_t(r) * chunk * es;
+    } else if (op == OP_REDUCE_SCATTER) {
+      recvp = sendp + size_t(r) * chunk * es;
+    } else {
+      sendp = recvp;
+    }
+  }
+  const ncclDataType_t t = dt.nccl;
+  auto issue = [&]() {
+    switch (op) {
+      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sendp, recvp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
+      case OP_BROADCAST: m.nccl(a.Broadcast(sendp, recvp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
+      case OP_REDUCE: m.nccl(a.Reduce(sendp, recvp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
+      case OP_ALL_GATHER: m.nccl(a.AllGather(sendp, recvp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
+      case OP_REDUCE_SCATTER:
+        m.nccl(a.ReduceScatter(sendp, recvp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
+        break;
+      case OP_ALLTOALL:
+        m.nccl(a.GroupStart(), "ncclGroupStart");
+        for (int p = 0; p < n; ++p) {
+          m.nccl(a.Send(sendp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
+          m.nccl(a.Recv(recvp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
+        }
+        m.nccl(a.GroupEnd(), "ncclGroupEnd (alltoall)");
+        break;
+      case OP_SENDRECV:
+        m.nccl(a.GroupStart(), "ncclGroupStart");
+        m.nccl(a.Send(sendp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
+        m.nccl(a.Recv(recvp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
+        m.nccl(a.GroupEnd(), "ncclGroupEnd (sendrecv)");
+        break;
+      case OP_SEND: m.nccl(a.Send(sendp, total, t, peer, m.comm, m.s), "ncclSend"); break;
+      case OP_RECV: m.nccl(a.Recv(recvp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
+    }
+  };
+  auto prepare_data = [&]() {
+    // poison the output (0xff: NaN for floats, -1 / 255 for integers; no expected value is either)
+    if (!(in_place && op == OP_REDUCE_SCATTER))
+      CB_CUDA(cudaMemsetAsync(in_place ? m.recv : recvp, 0xff, out_count * es, m.s), "poisoning the output");
+    if (op != OP_RECV) CB_DISPATCH(dt.code, init_t, sendp, in_count, r, m.s);
+    CB_LAUNCHED("launching the data init kernel");
+  };
+
+  NcclResult res;
+  m.ensure_events(size_t(iters) + 2);
+  if (check) prepare_data();
+  // warm-up (untimed; also sets up NCCL's connections for this op)
+  for (int w = 0; w < warmup; ++w) issue();
+  CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
+  m.wait(m.ev[0], deadline, op_name + " warm-up");
+
+  if (graph > 0) {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    CB_CUDA(cudaStreamBeginCapture(m.s, cudaStreamCaptureModeThreadLocal), "starting CUDA graph capture");
+    bool per_iter = cudaEventRecordWithFlags(m.ev[0], m.s, cudaEventRecordExternal) == cudaSuccess;
+    for (int i = 0; i < iters; ++i) {
+      issue();
+      if (per_iter) per_iter = cudaEventRecordWithFlags(m.ev[i + 1], m.s, cudaEventRecordExternal) == cudaSuccess;
+    }
+    cudaError_t ce = cudaStreamEndCapture(m.s, &g);
+    if (ce != cudaSuccess) {
+      m.broken = true;
+      throw Error("rank " + std::to_string(r) + ": capturing " + op_name + " into a CUDA graph: " + cuda_err(ce));
+    }
+    CB_CUDA(cudaGraphInstantiate(&ge, g, 0), "instantiating the CUDA graph");
+    cudaEvent_t t0 = m.ev[iters + 1];
+    cudaEvent_t t1;
+    CB_CUDA(cudaEventCreate(&t1), "creating an event");
+    float total_ms = 0;
+    try {
+      for (int launch = 0; launch < graph; ++launch) {
+        CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
+        CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");
+        CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
+        m.wait(t1, deadline, op_name + " (CUDA graph)");
+      }
+      CB_CUDA(cudaEventElapsedTime(&total_ms, t0, t1), "reading event times");
+      std::vector<double> s;
+      for (int i = 0; per_iter && i < iters; ++i) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]) != cudaSuccess) {
+          cudaGetLastError();
+          per_iter = false;
+          break;
+        }
+        s.push_back(double(ms) * 1e3);
+      }
+      if (per_iter) {
+        res.samples_us = s;
+      } else {
+        res.samples_us.assign(size_t(iters), double(total_ms) * 1e3 / iters);
+        res.graph_per_iter = false;
+      }
+    } catch (...) {
+      cudaEventDestroy(t1);
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+      throw;
+    }
+    cudaEventDestroy(t1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  } else {
+    CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
+    for (int i = 0; i < iters; ++i) {
+      issue();
+      CB_CUDA(cudaEventRecord(m.ev[i + 1], m.s), "recording an event");
+    }
+    m.wait(m.ev[iters], deadline, op_name);
+    res.samples_us.reserve(iters);
+    for (int i = 0; i < iters; ++i) {
+      float ms = 0;
+      CB_CUDA(cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]), "reading event times");
+      res.samples_us.push_back(double(ms) * 1e3);
+    }
+  }
+
+  if (check) {
+    // fresh data, one op, then compare on the GPU (timed runs may have changed in-place data)
+    prepare_data();
+    issue();
+    // (avg is not checked: the mean of the small integers is not exact in every dtype)
+    bool has_output = !(op == OP_SEND) && !(op == OP_REDUCE && r != root) && redop != ncclAvg;
+    if (has_output) {
+      CheckSpec c{op, r, n, root, peer, int(redop), op == OP_ALL_GATHER ? in_count : chunk};
+      CB_CUDA(cudaMemsetAsync(m.counter, 0, sizeof(unsigned long long), m.s), "clearing the check counter");
+      CB_DISPATCH(dt.code, check_t, recvp, out_count, c, m.counter, m.s);
+      CB_LAUNCHED("launching the data check kernel");
+    }
+    unsigned long long wrong = 0;
+    CB_CUDA(cudaMemcpyAsync(&wrong, m.counter, sizeof(wrong), cudaMemcpyDeviceToHost, m.s), "reading the check counter");
+    CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
+    m.wait(m.ev[0], deadline, op_name + " data check");
+    res.wrong = has_output ? wrong : 0;
+  }
+  return res;
+}
+
+}  // namespace cuda
+}  // namespace cb

@@ -1,0 +1,149 @@
+"""The GPU transports on a real GPU: cuda copies, native NCCL, torch-nccl.
+
+Marked `gpu`; every test skips (with the reason) where comm_bench._cuda was not
+built or no GPU answers. Multi-GPU tests also skip with fewer than 2 GPUs.
+Run on the GPU machine: pytest -m gpu tests/test_gpu_transports.py
+"""
+import os
+
+import pytest
+
+from conftest import load_results, run_cli
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpus():
+    from comm_bench.transports.cuda import gpu_count, probe_gpu
+
+    ok, why = probe_gpu()
+    return (gpu_count()[0] if ok else 0), why
+
+
+N_GPUS, WHY = _gpus()
+needs_gpu = pytest.mark.skipif(N_GPUS == 0, reason=f"no GPU: {WHY}")
+needs_2_gpus = pytest.mark.skipif(N_GPUS < 2, reason=f"needs 2 GPUs ({N_GPUS} here)")
+ENV = {"NCCL_NVLS_ENABLE": "0"}
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+
+
+@pytest.fixture(scope="module")
+def cuda_mod():
+    if N_GPUS == 0:
+        pytest.skip(f"no GPU: {WHY}")
+    from comm_bench._native import require
+
+    return require("_cuda")
+
+
+@needs_gpu
+@pytest.mark.parametrize("kind", ["h2d", "d2h", "bidir", "d2d"])
+@pytest.mark.parametrize("method,host_mem", [("ce", "pinned"), ("sm", "pinned"), ("ce", "pageable")])
+def test_copies_check(cuda_mod, kind, method, host_mem):
+    if kind == "d2d" and host_mem == "pageable":
+        pytest.skip("device-local copies use no host memory")
+    bench = cuda_mod.CopyBench(0, -1)
+    for size in (1, 7, 4096 + 3, (1 << 20) + 5, 64 << 20):
+        r = bench.run(kind, method, host_mem, size, 4, 1, True, -1, 60.0)
+        assert r["wrong"] == 0, (kind, method, host_mem, size)
+        assert len(r["samples_us"]) == 4 and all(s > 0 for s in r["samples_us"])
+
+
+@needs_gpu
+def test_copy_rejects_sm_on_pageable(cuda_mod):
+    bench = cuda_mod.CopyBench(0, -1)
+    with pytest.raises(cuda_mod.NativeError, match="pageable"):
+        bench.run("h2d", "sm", "pageable", 4096, 2, 0, False, -1, 10.0)
+
+
+@pytest.fixture(scope="module")
+def nccl1(cuda_mod):
+    from comm_bench.transports.nccl import nccl_candidates
+
+    try:
+        cuda_mod.nccl_load(nccl_candidates())
+    except cuda_mod.NativeError as exc:
+        pytest.skip(f"no libnccl: {exc}")
+    comm = cuda_mod.NcclBench(0, 1, 0, cuda_mod.nccl_unique_id(), 60.0)
+    yield comm
+    comm.destroy()
+
+
+NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", NCCL_OPS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "float64", "int64", "uint8", "int32"])
+def test_nccl_world1_check(nccl1, op, dtype):
+    es = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "float64": 8, "int64": 8,
+          "uint8": 1, "int32": 4}[dtype]
+    for size in (es, 1024 * es + es, 1 << 22):
+        for in_place in (False, True):
+            r = nccl1.run(op, size, dtype, "sum", 0, -1, 3, 1, in_place, 0, True, 60.0)
+            assert r["wrong"] == 0, (op, dtype, size, in_place)
+            assert len(r["samples_us"]) == 3
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "alltoall"])
+def test_nccl_world1_cudagraph(nccl1, op):
+    r = nccl1.run(op, 1 << 20, "float32", "sum", 0, -1, 10, 2, False, 2, True, 60.0)
+    assert r["wrong"] == 0 and len(r["samples_us"]) == 10 and all(s > 0 for s in r["samples_us"])
+
+
+def _sweep(tmp_results, *args, timeout=300):
+    proc = run_cli("sweep", *args, "-b", "8", "-e", "8M", "-f", "16", "-n", "5", "-w", "2", "-c",
+                   "--no-progress", "-o", tmp_results, timeout=timeout, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok" and doc["results"]
+    assert all(r["wrong"] == 0 for r in doc["results"]), [r for r in doc["results"] if r["wrong"]]
+    return doc
+
+
+@needs_gpu
+def test_sweep_cuda(tmp_results):
+    doc = _sweep(tmp_results, "-t", "cuda", "--op", "h2d,d2h,bidir,d2d", "--pattern", "collective",
+                 "--nprocs", "1")
+    assert {r["op"] for r in doc["results"]} == {"h2d", "d2h", "bidir", "d2d"}
+    assert doc["ranks"][0]["devices"]["gpu"]["name"]
+
+
+@needs_gpu
+def test_sweep_nccl_world1(tmp_results):
+    doc = _sweep(tmp_results, "-t", "nccl", "--op", "all", "--nprocs", "1")
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
+    assert doc["ranks"][0]["devices"]["nccl"]["version"].startswith("2.")
+
+
+@needs_gpu
+def test_sweep_torch_nccl_world1(tmp_results):
+    doc = _sweep(tmp_results, "-t", "torch-nccl", "--op", "all", "--nprocs", "1")
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
+
+
+@needs_2_gpus
+@pytest.mark.parametrize("transport", ["nccl", "torch-nccl"])
+def test_sweep_nccl_world_n(tmp_results, transport):
+    n = min(N_GPUS, 8)
+    doc = _sweep(tmp_results, "-t", transport, "--op", "all", "--nprocs", str(n))
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
+
+
+@needs_2_gpus
+def test_sweep_nccl_pairwise(tmp_results):
+    n = min(N_GPUS, 4)
+    doc = _sweep(tmp_results, "-t", "nccl", "--op", "sendrecv", "--pattern", "pairwise", "--nprocs", str(n))
+    assert {(r["src"], r["dst"]) for r in doc["results"]} == {(s, d) for s in range(n) for d in range(n) if s != d}
+
+
+@needs_2_gpus
+@pytest.mark.parametrize("copy", ["ce", "sm"])
+def test_sweep_cuda_peer_matrix(tmp_results, copy):
+    n = min(N_GPUS, 4)
+    doc = _sweep(tmp_results, "-t", "cuda", "--op", "peer,peer_read,peer_bidir", "--pattern", "pairwise",
+                 "--copy", copy, "--nprocs", str(n))
+    pairs = {(r["src"], r["dst"]) for r in doc["results"]}
+    assert pairs == {(s, d) for s in range(n) for d in range(n) if s != d}
+    assert all(r["extra"]["copy"] == copy for r in doc["results"])

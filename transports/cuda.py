@@ -1,0 +1,226 @@
+"""CUDA copies as nvbandwidth measures them (csrc/cuda_copy.cu).
+
+Ops (S = bytes copied; a device-local copy of N bytes counts N):
+  h2d, d2h      host <-> this rank's GPU
+  bidir         both at once (S per direction; time until both are done)
+  d2d           device-local copy on this rank's GPU
+  peer          this rank's GPU writes into the peer rank's GPU (pair patterns)
+  peer_read     this rank's GPU reads from the peer rank's GPU
+  peer_bidir    both at once
+Each by a copy engine (--copy ce: cudaMemcpyAsync) or an SM kernel (--copy sm),
+with pinned or pageable host memory placed on the GPU's NUMA node.
+
+One rank per GPU: the local rank picks the GPU (--gpu overrides). Peer copies
+between ranks go through CUDA IPC, so the ranks of a pair must share a host;
+`--pattern pairwise` gives the GPU x GPU matrix.
+"""
+from __future__ import annotations
+
+from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+
+HOST_OPS = ("h2d", "d2h", "bidir")
+LOCAL_OPS = HOST_OPS + ("d2d",)
+PEER_OPS = ("peer", "peer_read", "peer_bidir")
+ALL_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
+
+
+def load_native():
+    """(module, "") or (None, reason) for comm_bench._cuda."""
+    from .._native import load
+
+    return load("_cuda")
+
+
+def gpu_count() -> tuple:
+    """(number of GPUs, why none), never raising."""
+    mod, why = load_native()
+    if mod is None:
+        return 0, why
+    try:
+        return mod.device_count()
+    except Exception as exc:  # noqa: BLE001
+        return 0, str(exc).splitlines()[0]
+
+
+def probe_gpu() -> tuple:
+    """(ok, reason): the native module is built and a GPU answers. Never raises."""
+    try:
+        mod, why = load_native()
+        if mod is None:
+            return False, why
+        n, why = gpu_count()
+    except Exception as exc:  # noqa: BLE001 - probe never raises
+        return False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if n == 0:
+        return False, (f"no usable CUDA GPU here ({why}): run on a machine with an NVIDIA GPU "
+                       "and its driver")
+    return True, ""
+
+
+def one_rank_per_gpu() -> int:
+    """--nprocs default of the GPU transports: every GPU of this host (at least 1)."""
+    return max(1, gpu_count()[0])
+
+
+def pick_gpu(ctx: RankContext, requested, count: int) -> int:
+    """This rank's GPU: --gpu if given, else the local rank (one rank per GPU)."""
+    if requested is not None and int(requested) >= 0:
+        dev = int(requested)
+        if dev >= count:
+            raise TransportUnavailable(f"rank {ctx.rank}: --gpu {dev} does not exist here "
+                                       f"({count} GPU(s) visible)")
+        return dev
+    if ctx.local_rank >= count:
+        raise TransportUnavailable(
+            f"rank {ctx.rank}: local rank {ctx.local_rank} has no GPU of its own ({count} GPU(s) on "
+            f"{ctx.host}): run at most {count} rank(s) per host (--nprocs {count})")
+    return ctx.local_rank
+
+
+def gpu_description(mod, dev: int) -> dict:
+    """What the results record about a GPU: CUDA's view plus NVML's links."""
+    from .. import nvml
+
+    info = dict(mod.device_info(dev))
+    info["cuda_driver"] = mod.driver_version()
+    info["cuda_runtime"] = mod.runtime_version()
+    reading = nvml.device(bus_id=info.get("pci_bus_id"))
+    if reading:
+        info["nvml"] = reading
+    return info
+
+
+class CudaCopyTransport(Transport):
+    name = "cuda"
+    description = "CUDA copies (copy engines and SM kernels): host<->GPU, device-local, GPU->GPU"
+    ops = LOCAL_OPS + PEER_OPS
+    patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    modes = ("bw",)
+    dtypes = ALL_DTYPES  # copies move bytes; the dtype only sets the count column
+    options = (
+        Option("--copy", str, "ce", "copy by: ce (copy engine, cudaMemcpyAsync) or sm (SM copy kernel)"),
+        Option("--host-mem", str, "pinned", "host buffers: pinned or pageable"),
+        Option("--numa", int, -1, "NUMA node of host buffers: -1 the GPU's node (where there are "
+                                  "several), -2 leave placement to the OS"),
+        Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),
+    )
+
+    @classmethod
+    def probe(cls):
+        return probe_gpu()
+
+    @classmethod
+    def default_ranks(cls) -> int:
+        return one_rank_per_gpu()
+
+    def setup(self, ctx: RankContext) -> None:
+        from .._native import require
+
+        self.ctx = ctx
+        mod = self.mod = require("_cuda")
+        o = ctx.options
+        self.method = (o.get("copy") or "ce").lower()
+        self.host_mem = (o.get("host_mem") or "pinned").lower()
+        if self.method not in ("ce", "sm"):
+            raise TransportUnavailable(f"--copy must be ce or sm (got '{self.method}')")
+        if self.host_mem not in ("pinned", "pageable"):
+            raise TransportUnavailable(f"--host-mem must be pinned or pageable (got '{self.host_mem}')")
+        if self.method == "sm" and self.host_mem == "pageable" and any(op in HOST_OPS for op in ctx.ops):
+            raise TransportUnavailable("an SM copy kernel cannot read pageable host memory: "
+                                       "use --host-mem pinned with --copy sm")
+        count, why = mod.device_count()
+        if count == 0:
+            raise TransportUnavailable(f"rank {ctx.rank}: no CUDA GPU on {ctx.host} ({why})")
+        self.dev = pick_gpu(ctx, o.get("gpu"), count)
+        numa = o.get("numa")
+        numa = -1 if numa is None else int(numa)
+        try:
+            self.bench = mod.CopyBench(self.dev, numa)
+            self.info = gpu_description(mod, self.dev)
+        except mod.NativeError as exc:
+            raise TransportError(f"rank {ctx.rank}: {exc}") from None
+        self.peers: dict = {}
+        self.peer_table = None
+        wants_peers = ctx.world_size > 1 and (not ctx.ops or any(op in PEER_OPS for op in ctx.ops))
+        if wants_peers:
+            # every rank exports a buffer peers write into / read from, and learns the others'
+            size = max(int(ctx.max_bytes or 0), 1 << 20)
+            try:
+                handle = self.bench.export_peer_buffer(size)
+            except mod.NativeError as exc:
+                raise TransportError(f"rank {ctx.rank}: {exc}") from None
+            self.peer_table = ctx.store.all_gather("cuda/peer-buffers", {
+                "handle": handle.hex(), "gpu": self.dev, "host": ctx.host, "bytes": size,
+                "bus_id": self.info.get("pci_bus_id")})
+
+    def _peer_slot(self, peer: int) -> int:
+        if peer in self.peers:
+            return self.peers[peer]
+        if self.peer_table is None:
+            raise TransportUnavailable("peer copies need at least 2 ranks")
+        entry = self.peer_table[peer]
+        if entry["host"] != self.ctx.host:
+            raise TransportUnavailable(f"rank {self.ctx.rank} ({self.ctx.host}) and rank {peer} "
+                                       f"({entry['host']}) are on different hosts: GPU peer copies need "
+                                       "one host (use the nccl transport across hosts)")
+        try:
+            slot = self.bench.open_peer(bytes.fromhex(entry["handle"]), entry["gpu"], entry["bytes"])
+        except self.mod.NativeError as exc:
+            raise TransportError(f"rank {self.ctx.rank}: {exc}") from None
+        self.peers[peer] = slot
+        return slot
+
+    def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
+            peer=None, role=None) -> RunResult:
+        from .. import nvml
+
+        if op in PEER_OPS:
+            if peer is None:
+                raise TransportUnavailable(f"op {op} copies between two ranks' GPUs: use --pattern "
+                                           "pair, pairwise or pairwise-concurrent with 2 or more ranks")
+            if role == "dst":
+                return RunResult([], 0, {})  # the source drives (and checks) both directions
+            slot = self._peer_slot(peer)
+        elif peer is not None:
+            raise TransportUnavailable(f"op {op} runs on each rank's own GPU: use --pattern collective "
+                                       "(--gpu and --numa choose the GPU and the host memory's node)")
+        else:
+            slot = -1
+        bus = [self.info.get("pci_bus_id")]
+        if peer is not None and self.peer_table:
+            bus.append(self.peer_table[peer].get("bus_id"))
+        try:
+            with nvml.Sampler(bus) as sampled:
+                out = self.bench.run(op, self.method, self.host_mem, int(nbytes), int(iters), int(warmup),
+                                     bool(check), slot, float(self.ctx.timeout))
+        except self.mod.NativeError as exc:
+            raise TransportError(f"rank {self.ctx.rank} (GPU {self.dev}): {op} of {nbytes} B failed: "
+                                 f"{exc}") from None
+        extra = {"copy": self.method, "gpu": self.dev}
+        if op in HOST_OPS:
+            extra["host_mem"] = self.host_mem
+            extra["numa_node"] = out["numa_node"]
+        if op in ("bidir", "peer_bidir"):
+            t = sum(out["samples_us"]) / max(len(out["samples_us"]), 1)
+            extra["total_gbps"] = 2 * nbytes / t / 1e3 if t > 0 else 0.0  # both directions
+        if peer is not None:
+            extra["peer_gpu"] = self.peer_table[peer]["gpu"] if self.peer_table else None
+        if out["blocking_timed_out"]:
+            extra["blocking_kernel_timed_out"] = True  # launch gaps may be in the samples
+        if sampled.result:
+            extra["nvml_counters"] = sampled.result
+        return RunResult(list(out["samples_us"]), int(out["wrong"]), extra)
+
+    def teardown(self) -> None:
+        bench = getattr(self, "bench", None)
+        if bench is not None:
+            self.bench = None
+            del bench
+
+    def describe(self) -> dict:
+        from .. import nvml
+
+        info = getattr(self, "info", {}) or {}
+        return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": info,
+                "copy": getattr(self, "method", None), "host_mem": getattr(self, "host_mem", None),
+                "nvml": nvml.system()}

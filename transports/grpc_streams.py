@@ -1,0 +1,702 @@
+"""gRPC transport (grpcio): unary ping-pong latency, client-streaming and
+bidirectional-streaming bandwidth between ranks.
+
+Each rank runs one grpcio server bound to ``ctx.addr`` (an explicit address;
+all interfaces only with ``--grpc-bind-all``); endpoints are exchanged with
+``ctx.store.all_gather``. Methods are generic handlers with ``bytes`` payloads
+and identity (de)serialisers: no protobuf code generation, no copies in Python
+beyond what grpcio itself makes.
+
+    /commbench.Bench/Hello  unary          -> this server's rank (connect check)
+    /commbench.Bench/Ping   unary          echo; op sendrecv, mode "lat"
+    /commbench.Bench/Push   client-stream  ack (count, wrong); op sendrecv, mode "bw"
+    /commbench.Bench/Bidir  bidi-stream    both sides stream; op bidir
+    /commbench.Bench/Done   unary          src tells dst that a run() finished
+
+Definitions (same as the other transports, shared/DESIGN.md):
+- ``sendrecv`` mode ``lat``: ``iters`` unary calls carrying S bytes each way;
+  sample = RTT/2.
+- ``sendrecv`` mode ``bw``: S-byte messages from src to dst over ``--streams K``
+  client streams (messages dealt round robin across streams, each a whole
+  S-byte gRPC message). Bandwidth = S x iters / (first timed send -> the server's
+  acknowledgement of the last message). Samples are the gaps between the
+  moments grpcio takes each message for sending, the last one ending at the ack,
+  so their sum is that whole time and algbw = S / mean(sample).
+- ``bidir``: both sides stream S-byte messages at the same time over K
+  bidirectional streams (dst sends as many as it receives). S is per direction,
+  so algbw is the per-direction rate; extra["bidir_total_gbps"] is the sum.
+  Bandwidth only (``--mode lat`` is refused for it); ``--streams`` does not apply to lat.
+- The src rank keeps the record and the #wrong count (the receiver's counts come
+  back in the acknowledgement / trailing metadata); dst's run() returns when src
+  tells it (Done) that the op finished, or fails after ctx.timeout.
+
+TLS: ``--tls-cert/--tls-key`` turn TLS on; with ``--tls-ca`` both sides verify
+each other against that CA (mutual TLS). Ranks are dialled by IP address, so the
+certificates need the ranks' addresses as IP subjectAltNames.
+
+Timing: shared/DESIGN.md keeps hot loops out of Python, but grpcio *is* a Python
+API: the object measured is grpcio as Python programs use it, so the loop that
+drives it is the framework path (like gloo or mpi4py, see RunResult). It is kept
+lean: payloads are built once per size before timing, the request generators do
+nothing but stamp ``time.perf_counter_ns()`` into a preallocated list and yield
+the same bytes object, the server only counts messages and their lengths, and
+the ``-c`` data check runs as a separate untimed round (distinct patterns per
+message, every byte compared on the receiver). tools/bench_grpc.py compares this
+path with a minimal hand-written grpcio loop (docs/benchmarks/grpc.md).
+
+All gRPC failures become one line: port in use, peer unreachable, message too
+large, TLS mismatch, timeouts (TransportError exit 1, TransportUnavailable or
+UsageError exit 2).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import struct
+import threading
+import time
+from typing import Optional
+
+from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+
+SERVICE = "commbench.Bench"
+_ACK = struct.Struct("<qq")          # (messages received, wrong elements)
+_ELEM = {"uint8": 1, "int8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "int32": 4,
+         "float64": 8, "int64": 8}
+_SLACK = 64 * 1024                   # head room over the largest message (gRPC framing)
+
+
+def _import_grpc():
+    # gRPC's C core logs its own multi-line errors to stderr; the transport
+    # reports one line instead. A user-set GRPC_VERBOSITY (e.g. debug) wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    import grpc  # noqa: PLC0415 - optional library, imported only when used
+    return grpc
+
+
+def parse_size(text, what: str) -> int:
+    """An optional size option ('64M'); 0 when unset."""
+    from ..sizes import parse_size as parse  # one size syntax for every option
+
+    return 0 if text in (None, "", 0) else parse(text, what)
+
+
+def _hostport(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr and not addr.startswith("[") else f"{addr}:{port}"
+
+
+def pattern(nbytes: int, seed: int) -> bytes:
+    """Deterministic payload for the data check (numpy, untimed)."""
+    import numpy as np  # noqa: PLC0415
+    n32 = (nbytes + 3) // 4
+    a = np.arange(n32, dtype=np.uint32)
+    a *= np.uint32(2654435761)
+    a ^= np.uint32((seed * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF)
+    return a.tobytes()[:nbytes]
+
+
+def _seed(src: int, dst: int, idx: int, direction: int) -> int:
+    return ((src * 1_000_003 + dst) * 7_919 + idx) * 2 + direction
+
+
+def count_wrong(got: bytes, expected: bytes, esize: int) -> int:
+    """Wrong elements of `got` against `expected` (0 when equal)."""
+    if got == expected:
+        return 0
+    n_elem = max(1, len(expected) // esize)
+    if len(got) != len(expected):
+        return n_elem
+    import numpy as np  # noqa: PLC0415
+    diff = np.frombuffer(got, np.uint8) != np.frombuffer(expected, np.uint8)
+    if esize > 1 and len(expected) % esize == 0:
+        return int(diff.reshape(-1, esize).any(axis=1).sum())
+    return int(diff.sum())
+
+
+class GrpcTransport(Transport):
+    name = "grpc"
+    description = "gRPC (grpcio) unary ping-pong and client/bidirectional streams with bytes payloads"
+    ops = ("sendrecv", "bidir")
+    patterns = ("pair", "pairwise", "pairwise-concurrent")
+    modes = ("bw", "lat")
+    dtypes = ("float32", "uint8")
+    options = (
+        Option("--streams", int, 1, "parallel streams per pair (gRPC: HTTP/2 streams on one channel)"),
+        Option("--grpc-port", int, 0, "port of rank 0's gRPC server; rank r uses port + local_rank "
+                                      "(0: any free port)"),
+        Option("--grpc-bind-all", bool, False, "bind the gRPC server to all interfaces "
+                                               "(default: only the rank's address)"),
+        Option("--grpc-max-message", str, "", "gRPC max send/receive message size, e.g. 64M "
+                                              "(default: raised to fit the largest size)"),
+        Option("--grpc-window", str, "", "HTTP/2 flow-control window per stream, e.g. 4M "
+                                         "(grpc.http2.lookahead_bytes; default: gRPC's)"),
+        Option("--grpc-no-bdp", bool, False, "turn off HTTP/2 BDP probing (fixed window)"),
+        Option("--grpc-compression", str, "none", "gRPC compression: none, gzip or deflate"),
+        Option("--grpc-keepalive", float, 0.0, "HTTP/2 keepalive ping interval in seconds (0: off)"),
+        Option("--tls-cert", str, None, "PEM certificate chain of this rank (turns TLS on)"),
+        Option("--tls-key", str, None, "PEM private key for --tls-cert"),
+        Option("--tls-ca", str, None, "PEM CA bundle that peers' certificates must chain to "
+                                      "(also requires client certificates: mutual TLS)"),
+    )
+
+    # -- discovery -----------------------------------------------------------
+    @classmethod
+    def probe(cls) -> tuple:
+        try:
+            _import_grpc()
+        except Exception as exc:  # noqa: BLE001 - probe never raises
+            return False, f"grpcio is not importable ({exc}); install it: pip install grpcio"
+        return True, ""
+
+    def describe(self) -> dict:
+        try:
+            grpc = _import_grpc()
+            version = grpc.__version__
+        except Exception:  # noqa: BLE001
+            version = None
+        info = {"grpcio": version}
+        if getattr(self, "ctx", None) is not None:
+            info.update(tls=self._tls is not None, compression=self._compression_name,
+                        streams=self._streams, endpoint=getattr(self, "_endpoint", None))
+        return info
+
+    # -- setup ---------------------------------------------------------------
+    @classmethod
+    def check_options(cls, options: dict, max_bytes: int) -> None:
+        cls()._read_options(options, max_bytes)
+
+    def _read_options(self, options: dict, max_bytes: int) -> None:
+        o = options or {}
+        self._streams = int(o.get("streams") or 1)
+        if self._streams < 1:
+            raise TransportUnavailable("--streams must be at least 1")
+        self._port = int(o.get("grpc_port") or 0)
+        self._bind_all = bool(o.get("grpc_bind_all"))
+        fit = max(int(max_bytes or 0), 4 * 1024 * 1024) + _SLACK
+        given = parse_size(o.get("grpc_max_message"), "--grpc-max-message")
+        self._max_message = given or fit
+        if given and max_bytes and max_bytes > given:
+            raise TransportUnavailable(
+                f"message too large: the sweep's largest size ({max_bytes} bytes) exceeds "
+                f"--grpc-max-message {given}; raise --grpc-max-message or lower -e/--maxbytes")
+        self._window = parse_size(o.get("grpc_window"), "--grpc-window")
+        self._bdp = not bool(o.get("grpc_no_bdp"))
+        comp = (o.get("grpc_compression") or "none").lower()
+        if comp not in ("none", "gzip", "deflate"):
+            raise TransportUnavailable(f"--grpc-compression '{comp}': choose none, gzip or deflate")
+        self._compression_name = comp
+        self._keepalive = float(o.get("grpc_keepalive") or 0.0)
+        cert, key, ca = o.get("tls_cert"), o.get("tls_key"), o.get("tls_ca")
+        self._tls = None
+        if cert or key or ca:
+            if not (cert and key):
+                raise TransportUnavailable("TLS needs both --tls-cert and --tls-key "
+                                           "(and --tls-ca for a private CA)")
+            pem = {}
+            for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-ca", ca)):
+                if path:
+                    try:
+                        with open(path, "rb") as f:
+                            pem[flag] = f.read()
+                    except OSError as exc:
+                        raise TransportUnavailable(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+            self._tls = pem
+
+    def _channel_options(self, server: bool) -> list:
+        opts = [("grpc.max_send_message_length", self._max_message),
+                ("grpc.max_receive_message_length", self._max_message),
+                ("grpc.http2.bdp_probe", 1 if self._bdp else 0),
+                ("grpc.enable_retries", 0)]
+        if self._window:
+            opts.append(("grpc.http2.lookahead_bytes", self._window))
+        if self._keepalive > 0:
+            ms = max(1, int(self._keepalive * 1000))
+            opts += [("grpc.keepalive_time_ms", ms),
+                     ("grpc.keepalive_timeout_ms", max(ms, 20000)),
+                     ("grpc.keepalive_permit_without_calls", 1),
+                     ("grpc.http2.max_pings_without_data", 0)]
+            if server:
+                opts += [("grpc.http2.min_ping_interval_without_data_ms", ms),
+                         ("grpc.http2.min_recv_ping_interval_without_data_ms", ms)]
+        if server:
+            opts.append(("grpc.so_reuseport", 0))   # a port in use must fail, not be shared
+        else:
+            # one connection per (rank, peer) channel, never shared with another channel
+            opts.append(("grpc.use_local_subchannel_pool", 1))
+        return opts
+
+    def setup(self, ctx: RankContext) -> None:
+        self.ctx = ctx
+        self._read_options(ctx.options, ctx.max_bytes)
+        grpc = _import_grpc()
+        self._grpc = grpc
+        self._compression = {"none": grpc.Compression.NoCompression,
+                             "gzip": grpc.Compression.Gzip,
+                             "deflate": grpc.Compression.Deflate}[self._compression_name]
+        self._payloads: dict = {}          # (kind, nbytes, peer) -> bytes, current size only
+        self._done: dict = {}              # src rank -> queue of finished run() tokens
+        self._done_lock = threading.Lock()
+        self._channels: dict = {}
+        self._stubs: dict = {}
+        self._server = None
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        workers = max(8, 2 * self._streams * max(1, ctx.world_size) + 4)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-srv")
+        handlers = {
+            "Hello": grpc.unary_unary_rpc_method_handler(self._h_hello),
+            "Ping": grpc.unary_unary_rpc_method_handler(self._h_ping),
+            "Push": grpc.stream_unary_rpc_method_handler(self._h_push),
+            "Bidir": grpc.stream_stream_rpc_method_handler(self._h_bidir),
+            "Done": grpc.unary_unary_rpc_method_handler(self._h_done),
+        }
+        server = grpc.server(self._pool, handlers=[grpc.method_handlers_generic_handler(SERVICE, handlers)],
+                             options=self._channel_options(server=True),
+                             compression=self._compression)
+        port = self._port + ctx.local_rank if self._port else 0
+        bind_addr = ("[::]" if ":" in ctx.addr else "0.0.0.0") if self._bind_all else ctx.addr
+        target = _hostport(bind_addr, port)
+        try:
+            if self._tls:
+                creds = grpc.ssl_server_credentials(
+                    [(self._tls["--tls-key"], self._tls["--tls-cert"])],
+                    root_certificates=self._tls.get("--tls-ca"),
+                    require_client_auth=bool(self._tls.get("--tls-ca")))
+                bound = server.add_secure_port(target, creds)
+            else:
+                bound = server.add_insecure_port(target)
+        except Exception as exc:  # noqa: BLE001 - grpcio raises RuntimeError on bind failure
+            server.stop(0)
+            raise self._bind_error(bind_addr, port, exc) from None
+        if not bound:
+            server.stop(0)
+            raise self._bind_error(bind_addr, port, None)
+        server.start()
+        self._server = server
+        self._endpoint = _hostport(ctx.addr, bound)
+        self._endpoints = ctx.store.all_gather("grpc/endpoints", {"addr": ctx.addr, "port": bound,
+                                                                  "host": ctx.host})
+
+    def _bind_error(self, addr: str, port: int, exc) -> Exception:
+        """Why the server could not bind, found by binding a plain socket the same way."""
+        rank = self.ctx.rank
+        reason = "unknown reason"
+        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.bind((addr.strip("[]"), port))
+            if exc is not None:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        except OSError as err:
+            import errno  # noqa: PLC0415
+            if err.errno == errno.EADDRINUSE:
+                return TransportError(
+                    f"rank {rank}: gRPC port {port} on {addr} is in use by another process; "
+                    f"pick another --grpc-port (or 0 for any free port)")
+            if err.errno == errno.EADDRNOTAVAIL:
+                return TransportUnavailable(
+                    f"rank {rank}: address {addr} is not on this host (cannot bind the gRPC server); "
+                    f"pass this rank's own address with --addr / COMM_BENCH_ADDR")
+            reason = err.strerror or str(err)
+        finally:
+            s.close()
+        return TransportError(f"rank {rank}: gRPC server could not bind {_hostport(addr, port)}: {reason}")
+
+    # -- server side -----------------------------------------------------------
+    @staticmethod
+    def _md(context) -> dict:
+        return dict(context.invocation_metadata())
+
+    def _h_hello(self, request, context):
+        return str(self.ctx.rank).encode()
+
+    def _h_ping(self, request, context):
+        return request          # echo the same bytes object: no copy in Python
+
+    def _h_done(self, request, context):
+        src = int(request.decode())
+        self._done_queue(src).put(1)
+        return b""
+
+    def _done_queue(self, src: int) -> "queue.Queue":
+        with self._done_lock:
+            q = self._done.get(src)
+            if q is None:
+                q = self._done[src] = queue.Queue()
+            return q
+
+    def _h_push(self, request_iterator, context):
+        md = self._md(context)
+        size = int(md["cb-size"])
+        n = 0
+        bad = 0
+        if "cb-check" in md:                       # untimed check round: compare every byte
+            src, dst, esize = int(md["cb-src"]), self.ctx.rank, int(md["cb-esize"])
+            for msg in request_iterator:
+                bad += count_wrong(msg, pattern(size, _seed(src, dst, n, 0)), esize)
+                n += 1
+        else:                                      # timed: count messages and check lengths
+            for msg in request_iterator:
+                n += 1
+                if len(msg) != size:
+                    bad += 1
+        return _ACK.pack(n, bad)
+
+    def _h_bidir(self, request_iterator, context):
+        md = self._md(context)
+        size, n_out, src = int(md["cb-size"]), int(md["cb-n"]), int(md["cb-src"])
+        check = "cb-check" in md
+        esize = int(md.get("cb-esize", "1"))
+        result = [0, 0]
+
+        def drain():
+            n = bad = 0
+            try:
+                for msg in request_iterator:
+                    if check:
+                        bad += count_wrong(msg, pattern(size, _seed(src, self.ctx.rank, n, 0)), esize)
+                    elif len(msg) != size:
+                        bad += 1
+                    n += 1
+            except Exception:  # noqa: BLE001 - the call was cancelled; the client reports it
+                pass
+            result[0], result[1] = n, bad
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        if check:
+            for i in range(n_out):
+                yield pattern(size, _seed(self.ctx.rank, src, i, 1))
+        else:
+            payload = self._payload("bidir-srv", size)
+            for _ in range(n_out):
+                yield payload
+        reader.join(self.ctx.timeout)
+        context.set_trailing_metadata((("cb-count", str(result[0])), ("cb-wrong", str(result[1]))))
+
+    def _payload(self, kind: str, nbytes: int) -> bytes:
+        key = (kind, nbytes)
+        p = self._payloads.get(key)
+        if p is None:
+            # keep only the current size's payloads: 64 MiB each adds up
+            for k in [k for k in self._payloads if k[1] != nbytes]:
+                del self._payloads[k]
+            p = self._payloads[key] = pattern(nbytes, hash(kind) & 0xFFFF)
+        return p
+
+    # -- client side -----------------------------------------------------------
+    def _stub(self, peer: int):
+        stub = self._stubs.get(peer)
+        if stub is not None:
+            return stub
+        grpc = self._grpc
+        ep = self._endpoints[peer]
+        target = _hostport(ep["addr"], ep["port"])
+        opts = self._channel_options(server=False)
+        if self._tls:
+            creds = grpc.ssl_channel_credentials(root_certificates=self._tls.get("--tls-ca"),
+                                                 private_key=self._tls["--tls-key"],
+                                                 certificate_chain=self._tls["--tls-cert"])
+            channel = grpc.secure_channel(target, creds, options=opts, compression=self._compression)
+        else:
+            channel = grpc.insecure_channel(target, options=opts, compression=self._compression)
+        ident = None  # identity serialisers: bytes in, bytes out
+        m = f"/{SERVICE}/"
+        stub = {
+            "target": target,
+            "Hello": channel.unary_unary(m + "Hello", request_serializer=ident, response_deserializer=ident),
+            "Ping": channel.unary_unary(m + "Ping", request_serializer=ident, response_deserializer=ident),
+            "Push": channel.stream_unary(m + "Push", request_serializer=ident, response_deserializer=ident),
+            "Bidir": channel.stream_stream(m + "Bidir", request_serializer=ident, response_deserializer=ident),
+            "Done": channel.unary_unary(m + "Done", request_serializer=ident, response_deserializer=ident),
+        }
+        self._channels[peer] = channel
+        self._connect(peer, stub)
+        self._stubs[peer] = stub
+        return stub
+
+    def _connect(self, peer: int, stub: dict) -> None:
+        """First call to a peer. Every server listens before the endpoints are exchanged, so
+        a refused or unroutable connection is retried only briefly (min(timeout, 15 s));
+        TLS errors fail at once."""
+        grpc = self._grpc
+        self._connect_window = min(self.ctx.timeout, 15.0)
+        deadline = time.monotonic() + self._connect_window
+        last = None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                got = int(stub["Hello"](b"", timeout=min(left, 5.0)).decode())
+            except grpc.RpcError as exc:
+                last = exc
+                if _is_tls(exc) or exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                                     grpc.StatusCode.DEADLINE_EXCEEDED):
+                    break
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                continue
+            if got != peer:
+                raise TransportError(f"rank {self.ctx.rank}: {stub['target']} answered as rank {got}, "
+                                     f"expected rank {peer} (stale endpoint or address clash)")
+            return
+        raise self._error(last, peer, stub["target"], "connect", connecting=True)
+
+    def _error(self, exc, peer: int, target: str, step: str, connecting: bool = False) -> Exception:
+        grpc = self._grpc
+        me = self.ctx.rank
+        if exc is None:
+            return TransportError(f"rank {me}: rank {peer}'s gRPC server at {target} is unreachable: "
+                                  f"no answer within {self._connect_window:.0f} s ({step})")
+        code = exc.code() if hasattr(exc, "code") else None
+        detail = _details(exc)
+        if _is_tls(exc):
+            return TransportError(
+                f"rank {me}: TLS handshake with rank {peer} at {target} failed ({_tls_reason(detail)}); "
+                f"check that both ranks' --tls-cert are signed by the --tls-ca they use and name "
+                f"their address")
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return TransportUnavailable(
+                f"rank {me}: message too large for rank {peer} at {target} ({detail}); "
+                f"raise --grpc-max-message or lower -e/--maxbytes")
+        if code == grpc.StatusCode.UNAVAILABLE:
+            what = "unreachable" if connecting else "connection lost"
+            why = "connection refused" if "refused" in detail.lower() else detail
+            return TransportError(
+                f"rank {me}: rank {peer}'s gRPC server at {target} is {what} during {step} ({why}); "
+                f"check that the rank runs and that this address is routable from here")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            if connecting:
+                return TransportError(
+                    f"rank {me}: rank {peer}'s gRPC server at {target} is unreachable: no answer "
+                    f"within {self._connect_window:.0f} s; check the route/firewall to that address")
+            return TransportError(f"rank {me}: {step} with rank {peer} at {target} did not finish within "
+                                  f"{self.ctx.timeout:.0f} s (peer stuck or too slow; raise --timeout)")
+        return TransportError(f"rank {me}: gRPC {step} with rank {peer} at {target} failed: "
+                              f"{code.name if code else type(exc).__name__}: {detail}")
+
+    # -- run -------------------------------------------------------------------
+    def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
+            dtype: str = "float32", check: bool = False, mode: str = "bw",
+            peer: Optional[int] = None, role: Optional[str] = None) -> RunResult:
+        if op not in self.ops:
+            raise TransportUnavailable(f"grpc transport has no op '{op}'; choose one of: {', '.join(self.ops)}")
+        if op == "bidir" and mode == "lat":
+            raise TransportUnavailable("op bidir measures streaming bandwidth only; run it with --mode bw "
+                                       "(latency: --op sendrecv --mode lat)")
+        if peer is None:
+            if self.ctx.rank > 1:
+                return RunResult([])
+            peer = 1 - self.ctx.rank
+            role = "src" if self.ctx.rank == 0 else "dst"
+        if nbytes > self._max_message - _SLACK // 2:
+            raise TransportUnavailable(
+                f"message too large: {nbytes} bytes exceeds --grpc-max-message {self._max_message}; "
+                f"raise --grpc-max-message or lower -e/--maxbytes")
+        if role == "dst":
+            return self._serve_wait(peer, op)
+        stub = self._stub(peer)
+        esize = _ELEM.get(dtype, 1)
+        try:
+            if op == "sendrecv" and mode == "lat":
+                res = self._lat(stub, nbytes, iters, warmup)
+                wrong = self._lat_check(stub, peer, nbytes, esize, iters) if check else 0
+            elif op == "sendrecv":
+                res = self._push(stub, peer, nbytes, iters, warmup, esize)
+                wrong = self._push_check(stub, peer, nbytes, esize, iters) if check else 0
+            else:
+                res = self._bidir(stub, peer, nbytes, iters, warmup, esize)
+                wrong = self._bidir_check(stub, peer, nbytes, esize, iters) if check else 0
+            stub["Done"](str(self.ctx.rank).encode(), timeout=self.ctx.timeout)
+        except self._grpc.RpcError as exc:
+            raise self._error(exc, peer, stub["target"], f"{op}/{mode} at {nbytes} bytes") from None
+        res.wrong += wrong
+        return res
+
+    def _serve_wait(self, peer: int, op: str) -> RunResult:
+        try:
+            self._done_queue(peer).get(timeout=self.ctx.timeout)
+        except queue.Empty:
+            raise TransportError(f"rank {self.ctx.rank}: rank {peer} did not finish its gRPC {op} "
+                                 f"towards this rank within {self.ctx.timeout:.0f} s") from None
+        return RunResult([], 0, {})   # src keeps the record (and the wrong count, from the acks)
+
+    def _meta(self, nbytes: int, n: int, esize: int = 1, check: bool = False) -> tuple:
+        md = (("cb-size", str(nbytes)), ("cb-n", str(n)), ("cb-src", str(self.ctx.rank)),
+              ("cb-esize", str(esize)))
+        return md + (("cb-check", "1"),) if check else md
+
+    def _lat(self, stub, nbytes: int, iters: int, warmup: int) -> RunResult:
+        ping = stub["Ping"]
+        payload = self._payload("ping", nbytes)
+        timeout = self.ctx.timeout
+        for _ in range(warmup):
+            ping(payload, timeout=timeout)
+        stamps = [0] * (iters + 1)
+        pc = time.perf_counter_ns
+        for i in range(iters):
+            stamps[i] = pc()
+            ping(payload, timeout=timeout)
+        stamps[iters] = pc()
+        samples = [(stamps[i + 1] - stamps[i]) / 2000.0 for i in range(iters)]   # RTT/2 in us
+        return RunResult(samples, 0, {"streams": 1})
+
+    def _split(self, iters: int) -> list:
+        k = min(self._streams, max(1, iters))
+        return [iters // k + (1 if s < iters % k else 0) for s in range(k)]
+
+    @staticmethod
+    def _gen(payload: bytes, warm: int, n: int, stamps: list):
+        for _ in range(warm):
+            yield payload
+        pc = time.perf_counter_ns
+        for i in range(n):
+            stamps[i] = pc()
+            yield payload
+
+    def _bw_result(self, stamp_lists: list, t_end: int, nbytes: int, iters: int, extra: dict) -> RunResult:
+        stamps = sorted(t for lst in stamp_lists for t in lst)
+        stamps.append(t_end)
+        samples = [(stamps[i + 1] - stamps[i]) / 1000.0 for i in range(len(stamps) - 1)]
+        total_us = (t_end - stamps[0]) / 1000.0
+        extra = dict(extra, streams=len(stamp_lists),
+                     bw_avg_gbps=(nbytes * iters / (total_us * 1e3)) if total_us > 0 else None)
+        return RunResult(samples, 0, extra)
+
+    def _push(self, stub, peer: int, nbytes: int, iters: int, warmup: int, esize: int) -> RunResult:
+        push = stub["Push"]
+        payload = self._payload("push", nbytes)
+        counts = self._split(iters)
+        warms = self._split(warmup) if warmup else [0] * len(counts)
+        warms += [0] * (len(counts) - len(warms))
+        stamp_lists = [[0] * c for c in counts]
+        timeout = self.ctx.timeout
+        if len(counts) == 1:
+            ack = push(self._gen(payload, warms[0], counts[0], stamp_lists[0]),
+                       metadata=self._meta(nbytes, warms[0] + counts[0]), timeout=timeout)
+            t_end = time.perf_counter_ns()
+            acks = [ack]
+        else:
+            futs = [push.future(self._gen(payload, w, c, st), metadata=self._meta(nbytes, w + c),
+                                timeout=timeout)
+                    for w, c, st in zip(warms, counts, stamp_lists)]
+            acks = [f.result() for f in futs]
+            t_end = time.perf_counter_ns()
+        got = bad = 0
+        for a in acks:
+            n, b = _ACK.unpack(a)
+            got, bad = got + n, bad + b
+        res = self._bw_result(stamp_lists, t_end, nbytes, iters, {})
+        expected = iters + sum(warms)
+        res.wrong = bad + abs(expected - got) * max(1, nbytes // esize)   # a lost message: all its elements
+        return res
+
+    def _bidir(self, stub, peer: int, nbytes: int, iters: int, warmup: int, esize: int) -> RunResult:
+        bidir = stub["Bidir"]
+        payload = self._payload("bidir-cli", nbytes)
+        counts = self._split(iters)
+        warms = self._split(warmup) if warmup else [0] * len(counts)
+        warms += [0] * (len(counts) - len(warms))
+        stamp_lists = [[0] * c for c in counts]
+        timeout = self.ctx.timeout
+        calls = [bidir(self._gen(payload, w, c, st), metadata=self._meta(nbytes, w + c), timeout=timeout)
+                 for w, c, st in zip(warms, counts, stamp_lists)]
+        received = [0] * len(calls)
+        bad = 0
+
+        def read(j, call):
+            n = 0
+            for msg in call:
+                n += 1
+            received[j] = n
+
+        threads = [threading.Thread(target=read, args=(j, c), daemon=True) for j, c in enumerate(calls[1:], 1)]
+        for t in threads:
+            t.start()
+        read(0, calls[0])
+        for t in threads:
+            t.join(timeout)
+        t_end = time.perf_counter_ns()
+        got = 0
+        for c in calls:
+            tm = dict(c.trailing_metadata() or ())
+            got += int(tm.get("cb-count", 0))
+            bad += int(tm.get("cb-wrong", 0))
+        res = self._bw_result(stamp_lists, t_end, nbytes, iters, {})
+        expected = iters + sum(warms)
+        missing = abs(expected - got) + abs(expected - sum(received))
+        res.wrong = bad + missing * max(1, nbytes // esize)
+        t = res.extra.get("bw_avg_gbps")
+        res.extra["bidir_total_gbps"] = 2 * t if t else None
+        return res
+
+    # -- untimed data-check rounds -------------------------------------------------
+    def _n_check(self, iters: int) -> int:
+        return max(1, min(iters, 3))
+
+    def _push_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
+        msgs = [pattern(nbytes, _seed(self.ctx.rank, peer, i, 0)) for i in range(self._n_check(iters))]
+        n, bad = _ACK.unpack(stub["Push"](iter(msgs), metadata=self._meta(nbytes, len(msgs), esize, True),
+                                          timeout=self.ctx.timeout))
+        return bad + abs(n - len(msgs)) * max(1, nbytes // esize)
+
+    def _lat_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
+        bad = 0
+        for i in range(self._n_check(iters)):
+            msg = pattern(nbytes, _seed(self.ctx.rank, peer, i, 0))
+            bad += count_wrong(stub["Ping"](msg, timeout=self.ctx.timeout), msg, esize)
+        return bad
+
+    def _bidir_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
+        k = self._n_check(iters)
+        msgs = [pattern(nbytes, _seed(self.ctx.rank, peer, i, 0)) for i in range(k)]
+        call = stub["Bidir"](iter(msgs), metadata=self._meta(nbytes, k, esize, True), timeout=self.ctx.timeout)
+        bad = n = 0
+        for msg in call:
+            bad += count_wrong(msg, pattern(nbytes, _seed(peer, self.ctx.rank, n, 1)), esize)
+            n += 1
+        tm = dict(call.trailing_metadata() or ())
+        bad += int(tm.get("cb-wrong", 0))
+        missing = abs(k - n) + abs(k - int(tm.get("cb-count", 0)))
+        return bad + missing * max(1, nbytes // esize)
+
+    # -- teardown ----------------------------------------------------------------
+    def teardown(self) -> None:
+        for ch in getattr(self, "_channels", {}).values():
+            try:
+                ch.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._channels, self._stubs = {}, {}
+        server = getattr(self, "_server", None)
+        if server is not None:
+            server.stop(grace=None).wait(5)
+            self._server = None
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _details(exc) -> str:
+    try:
+        d = exc.details() or ""
+    except Exception:  # noqa: BLE001
+        d = str(exc)
+    return " ".join(d.split())[:300]
+
+
+def _is_tls(exc) -> bool:
+    d = _details(exc).lower()
+    return any(w in d for w in ("ssl", "tls", "handshake", "certificate"))
+
+
+def _tls_reason(detail: str) -> str:
+    d = detail.lower()
+    if "certificate_verify_failed" in d or "verify" in d:
+        return "certificate not trusted by the CA in use"
+    if "certificate_required" in d or "peer did not return a certificate" in d:
+        return "the server requires a client certificate"
+    if "wrong_version_number" in d or "record" in d:
+        return "one side speaks TLS and the other plaintext"
+    tail = detail.split(":")[-1].strip()
+    return tail or "handshake failed"

@@ -1,0 +1,195 @@
+"""torch.distributed over NCCL on GPU tensors: what a PyTorch training job sees.
+
+Same ops and byte counts as the nccl transport, so the two side by side show
+the framework's overhead. The loop is Python by necessity (it measures
+torch's API); each sample is the GPU time between events recorded on the
+current stream after each call, as the nccl transport records them.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
+IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
+ROOT = 0
+
+
+class TorchNcclTransport(Transport):
+    name = "torch-nccl"
+    description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+    patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    modes = ("bw",)
+    dtypes = DTYPES
+    options = (Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),)
+
+    @classmethod
+    def default_ranks(cls) -> int:
+        from .cuda import one_rank_per_gpu
+
+        return one_rank_per_gpu()
+
+    @classmethod
+    def probe(cls):
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError:
+            return False, "torch is not installed: `pip install torch` (a CUDA build)"
+        except Exception as exc:  # noqa: BLE001 - probe never raises
+            return False, f"torch does not import: {str(exc).splitlines()[0]}"
+        try:
+            if not torch.cuda.is_available():
+                return False, "torch sees no CUDA GPU (a CPU build of torch, or no GPU/driver here)"
+            if not dist.is_available() or not dist.is_nccl_available():
+                return False, "this torch build has no NCCL backend"
+        except Exception as exc:  # noqa: BLE001
+            return False, str(exc).splitlines()[0]
+        return True, ""
+
+    def setup(self, ctx: RankContext) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.ctx, self.torch, self.dist = ctx, torch, dist
+        count = torch.cuda.device_count()
+        req = ctx.options.get("gpu")
+        if req is not None and int(req) >= 0:
+            if int(req) >= count:
+                raise TransportUnavailable(f"rank {ctx.rank}: --gpu {req} does not exist ({count} GPU(s))")
+            self.dev = int(req)
+        elif ctx.local_rank < count:
+            self.dev = ctx.local_rank
+        else:
+            raise TransportUnavailable(f"rank {ctx.rank}: local rank {ctx.local_rank} has no GPU of its own "
+                                       f"({count} on {ctx.host}): run at most {count} rank(s) per host")
+        torch.cuda.set_device(self.dev)
+        self.device = torch.device("cuda", self.dev)
+        try:
+            dist.init_process_group("nccl", store=dist.PrefixStore("torch-nccl", ctx.store.raw),
+                                    rank=ctx.rank, world_size=ctx.world_size,
+                                    timeout=timedelta(seconds=ctx.timeout), device_id=self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise TransportError(f"rank {ctx.rank}: torch.distributed NCCL init failed: "
+                                 f"{str(exc).splitlines()[0]}") from None
+        self._bufs: dict = {}
+
+    # -- data: comm_bench.ops' values, computed on the GPU ------------------------
+    def _value(self, rank, idx):
+        return ((rank % 4) + 1) * ((idx % 5) + 1)
+
+    def _expected(self, op, rank, n, in_count, peer=None):
+        torch = self.torch
+        idx = torch.arange(in_count, device=self.device, dtype=torch.int64)
+        if op in ("all_reduce", "reduce"):
+            return None if (op == "reduce" and rank != ROOT) else sum(self._value(r, idx) for r in range(n))
+        if op == "broadcast":
+            return self._value(ROOT, idx)
+        if op == "all_gather":
+            return torch.cat([self._value(r, idx) for r in range(n)])
+        if op == "reduce_scatter":
+            c = in_count // n
+            part = torch.arange(rank * c, (rank + 1) * c, device=self.device, dtype=torch.int64)
+            return sum(self._value(r, part) for r in range(n))
+        if op == "alltoall":
+            c = in_count // n
+            part = torch.arange(rank * c, (rank + 1) * c, device=self.device, dtype=torch.int64)
+            return torch.cat([self._value(src, part) for src in range(n)])
+        if op == "sendrecv":
+            return self._value(((rank - 1) % n) if peer is None else peer, idx)
+        return None
+
+    def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
+            peer=None, role=None) -> RunResult:
+        torch, d = self.torch, self.dist
+        rank, n = self.ctx.rank, self.ctx.world_size
+        tdt = getattr(torch, dtype)
+        elem = torch.tensor([], dtype=tdt).element_size()
+        total = nbytes // elem
+        in_count = total // n if op == "all_gather" else total
+        out_count = total // n if op == "reduce_scatter" else total
+        inp = torch.empty(in_count, dtype=tdt, device=self.device)
+        out = torch.empty(out_count, dtype=tdt, device=self.device)
+        nxt, prev = (rank + 1) % n, (rank - 1) % n
+        if peer is not None:
+            if op != "sendrecv":
+                raise TransportUnavailable(f"--pattern pair/pairwise runs sendrecv only (got {op})")
+            step = (lambda: d.send(inp, peer)) if role == "src" else (lambda: d.recv(out, peer))
+        else:
+            steps = {
+                "all_reduce": lambda: d.all_reduce(inp),
+                "all_gather": lambda: d.all_gather_into_tensor(out, inp),
+                "reduce_scatter": lambda: d.reduce_scatter_tensor(out, inp),
+                "alltoall": lambda: d.all_to_all_single(out, inp),
+                "broadcast": lambda: d.broadcast(inp, ROOT),
+                "reduce": lambda: d.reduce(inp, ROOT),
+                "sendrecv": lambda: [w.wait() for w in d.batch_isend_irecv(
+                    [d.P2POp(d.isend, inp, nxt), d.P2POp(d.irecv, out, prev)])],
+            }
+            step = steps[op]
+
+        def fill():
+            idx = torch.arange(in_count, device=self.device, dtype=torch.int64)
+            inp.copy_(self._value(rank, idx).to(tdt))
+            out.fill_(-1 if not tdt.is_floating_point else float("nan"))
+
+        try:
+            fill()
+            stream = torch.cuda.current_stream(self.device)
+            for _ in range(warmup):
+                step()
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+            ev[0].record(stream)
+            for i in range(iters):
+                step()
+                ev[i + 1].record(stream)
+            self._wait(ev[-1], op)
+            samples = [ev[i].elapsed_time(ev[i + 1]) * 1e3 for i in range(iters)]
+            wrong = 0
+            if check:
+                fill()
+                step()
+                got = inp if (peer is None and op in IN_PLACE) else out
+                want = None if role == "src" else self._expected(op, rank, n, in_count,
+                                                                 peer if role == "dst" else None)
+                done = torch.cuda.Event()
+                done.record(stream)
+                self._wait(done, op + " data check")
+                if want is not None:
+                    wrong = int((got.reshape(-1)[: want.numel()] != want.to(tdt)).sum().item())
+        except TransportError:
+            raise
+        except RuntimeError as exc:
+            raise TransportError(f"rank {rank}: torch-nccl {op} of {nbytes} B failed: "
+                                 f"{str(exc).splitlines()[0]}") from None
+        return RunResult(samples if role != "dst" else [], wrong, {"gpu": self.dev})
+
+    def _wait(self, event, what):
+        """Poll with a deadline rather than block forever on a dead peer."""
+        import time
+
+        deadline = time.monotonic() + self.ctx.timeout
+        while not event.query():
+            if time.monotonic() > deadline:
+                raise TransportError(f"rank {self.ctx.rank}: torch-nccl {what} did not finish within "
+                                     f"{self.ctx.timeout:.0f} s")
+            time.sleep(0.0002)
+
+    def teardown(self) -> None:
+        d = getattr(self, "dist", None)
+        if d is not None and d.is_initialized():
+            d.destroy_process_group()
+
+    def describe(self) -> dict:
+        import os
+
+        torch = getattr(self, "torch", None)
+        out = {"device": f"cuda:{getattr(self, 'dev', '?')}"}
+        if torch is not None:
+            out.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
+                       nccl=".".join(map(str, torch.cuda.nccl.version())),
+                       gpu=torch.cuda.get_device_name(self.dev))
+        out["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+        return out
