@@ -32,6 +32,7 @@ import time
 from .errors import UsageError
 
 BY_CHOICES = ("rank", "gpu", "nic", "host")
+NVML_MIN_WINDOW_S = 0.1
 MAX_PANELS = 4
 
 
@@ -124,8 +125,7 @@ class HeatmapData:
 
     def title(self):
         d = self.doc
-        ops = sorted({r.get("op") for r in d.get("results") or [] if isinstance(r, dict) and r.get("op")})
-        return (f"{d.get('transport') or '?'} {'/'.join(ops) or '?'} {d.get('pattern') or ''} — "
+        return (f"{d.get('transport') or '?'} {getattr(self, 'op', None) or '?'} {d.get('pattern') or ''} — "
                 f"{d.get('world_size') or '?'} ranks, by {self.by}")
 
 
@@ -153,7 +153,20 @@ def _sort_key(k):
     return tuple((0, x) if isinstance(x, int) else (1, str(x)) for x in k)
 
 
-def build(doc, by="rank", max_panels=MAX_PANELS):
+def pick_op(recs, op=None):
+    """The op the panels show: `op`, else the one with the most pair records (ops
+    measure different things, so cells never mix them)."""
+    counts = {}
+    for r in recs:
+        counts[r.get("op")] = counts.get(r.get("op"), 0) + 1
+    if op is None:
+        return max(sorted(counts, key=str), key=counts.get) if counts else None
+    if op not in counts:
+        raise UsageError(f"--op {op}: the results have pair records of {', '.join(map(str, sorted(counts, key=str))) or 'no op'}")
+    return op
+
+
+def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
     import numpy as np
 
     from .topology.pairs import LinkMap
@@ -161,6 +174,8 @@ def build(doc, by="rank", max_panels=MAX_PANELS):
     if by not in BY_CHOICES:
         raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")
     recs = pair_records(doc)
+    op = pick_op(recs, op)
+    recs = [r for r in recs if r.get("op") == op]
     lm = LinkMap(doc)
     sizes = size_classes([r["size"] for r in recs], max_panels)
     # axis entities: every rank of the run (so unmeasured ones show as N/A), then pairs
@@ -243,8 +258,10 @@ def build(doc, by="rank", max_panels=MAX_PANELS):
                     relative |= mask
         p["util"], p["relative"] = util, relative
     counters = counter_series(doc, lm)
-    return HeatmapData(doc, by, keys, labels, nodes, panels,
+    data = HeatmapData(doc, by, keys, labels, nodes, panels,
                        {k: sorted(x for x in v if x) for k, v in classes_seen.items()}, counters)
+    data.op = op
+    return data
 
 
 # ----------------------------------------------------------------------------- counters
@@ -343,7 +360,9 @@ def counter_series(doc, lm=None):
                                 add((host, dev, name), f"{host}:{dev} {name}", rate, t[k],
                                     (a - b) * scale / dt / 1e9)
             nv = side_extra.get("nvml_counters")
-            if isinstance(nv, dict) and dur:
+            # NVML refreshes its traffic counters only every few tens of ms, so a shorter
+            # measurement's delta holds traffic of earlier ones: such points are not rates
+            if isinstance(nv, dict) and dur and dur >= NVML_MIN_WINDOW_S:
                 for bus, ctrs in nv.items():
                     if not isinstance(ctrs, dict):
                         continue
@@ -517,14 +536,17 @@ def render_png(data, path, dpi=None):
 
 
 def _draw_counters(ax, series):
+    """Utilisation (%) where every series has its link's rate; else GB/s for all, so one
+    axis never mixes the two units."""
     t0 = min(s["t"][0] for s in series)
-    util = any(s["util"] for s in series)
+    util = all(s["util"] for s in series)
     for s in series[:16]:
-        y = s["util"] if util and s["util"] else s["gbs"]
-        ax.plot([t - t0 for t in s["t"]], [v * 100 for v in y] if util and s["util"] else y,
-                lw=1, marker="." if len(s["t"]) < 200 else None, ms=3, label=s["label"])
+        y = [v * 100 for v in s["util"]] if util else s["gbs"]
+        ax.plot([t - t0 for t in s["t"]], y, lw=1, marker="." if len(s["t"]) < 200 else None, ms=3,
+                label=s["label"])
     ax.set_xlabel("time (s; per-record counter deltas sit at the run's cumulative measuring time)", fontsize=8)
-    ax.set_ylabel("utilisation (%)" if util else "GB/s", fontsize=8)
+    ax.set_ylabel("utilisation (%)" if util else "GB/s (counter rate; not every link's rate is known)",
+                  fontsize=8)
     ax.set_title("counter-based utilisation over time" + (" (first 16 series)" if len(series) > 16 else ""),
                  fontsize=9)
     ax.tick_params(labelsize=7)
@@ -561,7 +583,7 @@ def png_data_uri(data, dpi=None):
     return "data:image/png;base64," + base64.b64encode(to_png_bytes(data, dpi)).decode()
 
 
-def make(results, out, by="rank"):
+def make(results, out, by="rank", op=None):
     """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
     t0 = time.monotonic()
     ext = os.path.splitext(out)[1].lower()
@@ -570,7 +592,7 @@ def make(results, out, by="rank"):
     doc = load_results(results) if isinstance(results, str) else results
     if isinstance(results, dict):
         check_document(doc)
-    data = build(doc, by=by)
+    data = build(doc, by=by, op=op)
     try:
         if ext == ".png":
             render_png(data, out)

@@ -206,11 +206,13 @@ def check(doc, rules=None):
                 findings.append(_finding("wrong-data", f"{r['wrong']} wrong elements in {r.get('op')} "
                                          f"{human_size(r.get('size') or 0)} ({where})",
                                          src=r.get("src"), dst=r.get("dst"), size=r.get("size")))
+    collective = _collective_checks(doc, lm, rules, transport)
+    findings += collective["findings"]
     if not recs:
-        if findings:
-            return _report(doc, rules, findings, {})
-        raise UsageError("no pair bandwidth records to validate (run a sweep with --pattern "
-                         "pairwise or pairwise-concurrent, --mode bw)")
+        if findings or collective["checked"]:
+            return _report(doc, rules, findings, {"collectives": collective["checked"]})
+        raise UsageError("no bandwidth records to validate (run a sweep with --pattern "
+                         "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
     min_size = parse_size(rules["min_size"])
     sizes = sorted({r["size"] for r in recs})
     checked_sizes = [s for s in sizes if s >= min_size] or [sizes[-1]]
@@ -311,7 +313,38 @@ def check(doc, rules=None):
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}
                                                      for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))],
-                                          "ranks": len(all_ranks)})
+                                          "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def _collective_checks(doc, lm, rules, transport):
+    """Collectives on 2+ ranks: at the largest size of each op, busbw against the expected
+    minimum of the slowest link its ring crosses (rank r -> r+1, the link every byte of a
+    ring algorithm passes). Returns {"findings": [...], "checked": [...]}."""
+    n = doc.get("world_size") or 0
+    recs = [r for r in doc.get("results") or [] if isinstance(r, dict) and r.get("pattern") == "collective"
+            and r.get("mode", "bw") == "bw" and measured_gbs(r) is not None]
+    out = {"findings": [], "checked": []}
+    if n < 2 or not recs:
+        return out
+    links = [lm.classify(r, (r + 1) % n) for r in range(n)]
+    known = [(theo, cls) for cls, theo in links if theo]
+    theo, cls = min(known) if known else (None, links[0][0])
+    largest = {}
+    for r in recs:
+        if r.get("size", 0) >= largest.get(r.get("op"), {}).get("size", -1):
+            largest[r.get("op")] = r
+    for op, r in sorted(largest.items()):
+        exp = expected_min(rules, transport, cls, theo)
+        got = measured_gbs(r)
+        out["checked"].append({"op": op, "size": r["size"], "class": cls, "busbw": got,
+                               "theoretical_gbs": theo, "expected_gbs": exp})
+        if exp is not None and got < exp:
+            out["findings"].append(_finding(
+                "collective-below-expected",
+                f"{op} {human_size(r['size'])} on {n} ranks: busbw {got:.3g} GB/s is below the expected "
+                f"minimum {exp:.3g} GB/s of its slowest link ({cls}, theoretical {theo:.3g} GB/s)",
+                op=op, size=r["size"], link_class=cls, measured_gbs=got, expected_gbs=exp))
+    return out
 
 
 def _cover(bad, measured, min_share, max_ends):
@@ -443,10 +476,16 @@ def format_text(report):
     c = report.get("checked") or {}
     lines = []
     for g in c.get("groups") or []:
-        lines.append(f"  {g['class']:<12} {g['op'] or '?':<10} {human_size(g['size']):>6}  "
+        lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
                      f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
+    for g in c.get("collectives") or []:
+        theo = f"{g['theoretical_gbs']:.3g}" if g["theoretical_gbs"] else "unknown"
+        exp = f"{g['expected_gbs']:.3g}" if g["expected_gbs"] is not None else "none"
+        lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
+                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, expected min {exp})")
     head = (f"validate: {report['status'].upper()}  ({c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
-            f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])})")
+            f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}, "
+            f"{len(c.get('collectives') or [])} collective op(s))")
     out = [head] + lines
     for f in report["findings"]:
         out.append(f"FINDING [{f['kind']}] {f['message']}")

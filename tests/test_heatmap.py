@@ -149,13 +149,15 @@ def test_counter_deltas_as_transports_record_them():
                                                   "node001:mlx5_0 rx", "node001:mlx5_0 tx"]
     for s in series:
         assert len(s["t"]) == 2 and s["util"] == pytest.approx([0.8, 0.8], rel=1e-3)
-    doc = make_doc(nodes=1, gpn=2, sizes=(1 << 20,), value=lambda s, d, size, rnd: 300.0)
+    # NVML refreshes its counters coarsely: a 1 MiB record (~0.1 ms) gives no point, 4 GiB does
+    doc = make_doc(nodes=1, gpn=2, sizes=(1 << 20, 4 << 30), value=lambda s, d, size, rnd: 300.0)
     for rec in doc["results"]:
         dur = rec["time_us"] * (rec["iters"] + rec["warmup"]) / 1e6
         rec["extra"] = {"nvml_counters": {"00000000:18:00.0": {"nvlink_tx": 225e9 * dur, "pcie_tx": 0}}}
     series = {s["label"]: s for s in heatmap.build(doc).counters}
     s = series["node000:GPU0 nvlink_tx"]
     assert s["rate_gbs"] == 450.0 and s["util"] == pytest.approx([0.5, 0.5], rel=1e-3)
+    assert len(s["t"]) == 2  # the two 4 GiB records (0 -> 1, 1 -> 0); the 1 MiB ones are skipped
 
 
 # ----------------------------------------------------------------------------- rendering

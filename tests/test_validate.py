@@ -164,7 +164,7 @@ def test_wrong_data_and_failed_run():
 def test_no_pair_records_is_bad_input():
     doc = make_doc(nodes=1, gpn=2)
     doc["results"] = [{"op": "all_reduce", "size": 1024, "busbw": 1.0}]
-    with pytest.raises(UsageError, match="no pair bandwidth records"):
+    with pytest.raises(UsageError, match="no bandwidth records"):
         check(doc)
 
 
@@ -206,3 +206,25 @@ def test_cli_bad_rules(tmp_path):
     p = run_cli("validate", good, "--rules", tmp_path / "r.yaml", check_rc=2)
     assert "bogus" in p.stderr and "Traceback" not in p.stderr
     run_cli("validate", "--help", check_rc=0)
+
+
+# ----------------------------------------------------------------------------- collectives
+def collective_doc(busbw, nodes=1):
+    doc = make_doc(nodes=nodes, gpn=8, pairs=[], pattern="collective")
+    doc["results"] = [{"transport": "nccl", "op": "all_reduce", "mode": "bw", "pattern": "collective",
+                       "size": size, "count": size // 4, "dtype": "float32", "iters": 20, "warmup": 5,
+                       "time_us": 1.0, "algbw": busbw / 1.75, "busbw": busbw, "wrong": 0, "extra": {}}
+                      for size in (1 << 20, 1 << 30)]
+    return doc
+
+
+def test_collective_checked_against_its_slowest_link():
+    ok = check(collective_doc(380.0))                 # 8 GPUs, NVLink 450 GB/s x 0.70 = 315
+    assert ok["status"] == "pass"
+    (c,) = ok["checked"]["collectives"]
+    assert c["class"] == "nvlink" and c["theoretical_gbs"] == 450.0 and c["size"] == 1 << 30
+    bad = check(collective_doc(200.0))
+    assert kinds(bad) == ["collective-below-expected"] and "nvlink" in bad["findings"][0]["message"]
+    # across 2 nodes the ring crosses the 50 GB/s NICs: 40 GB/s busbw is fine there
+    assert check(collective_doc(40.0, nodes=2))["status"] == "pass"
+    assert kinds(check(collective_doc(20.0, nodes=2))) == ["collective-below-expected"]

@@ -10,13 +10,15 @@ from ..heatmap import BY_CHOICES
               help="FILE.png or FILE.html (one self-contained file).")
 @click.option("--by", default="rank", type=click.Choice(BY_CHOICES), envvar="COMM_BENCH_HEATMAP_BY",
               show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts.")
-def heatmap(results, out, by):
+@click.option("--op", default=None, envvar="COMM_BENCH_HEATMAP_OP",
+              help="The op to show (default: the one with the most pair records).")
+def heatmap(results, out, by, op):
     """Colour every measured pair by utilisation = measured / theoretical rate of its link.
 
     One panel per size class; N/A where nothing was measured; axes labelled host:device.
     """
     from ..heatmap import make
-    info = make(results, out, by=by)
+    info = make(results, out, by=by, op=op)
     click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
                f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "
                f"({info['seconds']:.2f} s)")
