@@ -24,43 +24,16 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import os
 import time
 
 from .errors import UsageError
+from .results import check_document, load as load_results  # noqa: F401 - validate uses it too
 
 BY_CHOICES = ("rank", "gpu", "nic", "host")
 NVML_MIN_WINDOW_S = 0.1
 MAX_PANELS = 4
-
-
-# ----------------------------------------------------------------------------- loading
-def load_results(path: str) -> dict:
-    """The results document, or UsageError (one line) for anything unreadable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"results file '{path}' not found") from None
-    except IsADirectoryError:
-        raise UsageError(f"'{path}' is a folder, not a results file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read '{path}': {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"'{path}' is not valid JSON ({exc.__class__.__name__}: "
-                         f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
-    check_document(doc, path)
-    return doc
-
-
-def check_document(doc, path="results"):
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise UsageError(f"'{path}' is not a comm-bench results document (no 'results' list)")
-    if doc.get("schema_version") not in (None, 1):
-        raise UsageError(f"'{path}' has schema_version {doc.get('schema_version')!r}; "
-                         "this comm-bench reads version 1")
 
 
 def _num(v):

@@ -109,19 +109,28 @@ def finalize(path: str, status: str, failure: dict | None = None, authoritative:
 
 
 def load(path: str) -> dict:
-    """Read a results file; one clear UsageError if it is missing or not ours."""
+    """Read a results file; one clear UsageError if it is missing, unreadable or not ours."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except FileNotFoundError:
-        raise UsageError(f"results file '{path}' does not exist") from None
+        raise UsageError(f"results file '{path}' not found") from None
     except IsADirectoryError:
-        raise UsageError(f"'{path}' is a directory, not a results file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"'{path}' is not a comm-bench results file (invalid JSON: {exc})") from None
-    if not isinstance(doc, dict) or doc.get("tool") != "comm-bench" or "results" not in doc:
-        raise UsageError(f"'{path}' is not a comm-bench results file (no 'tool: comm-bench' and 'results')")
-    if doc.get("schema_version", 0) > SCHEMA_VERSION:
-        raise UsageError(f"'{path}' has schema_version {doc['schema_version']}; this comm-bench "
-                         f"reads up to {SCHEMA_VERSION}: upgrade comm-bench")
+        raise UsageError(f"'{path}' is a folder, not a results file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read '{path}': {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+    check_document(doc, path)
     return doc
+
+
+def check_document(doc, path: str = "results") -> None:
+    """A results document this version reads, or one clear UsageError."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) \
+            or doc.get("tool", "comm-bench") != "comm-bench":
+        raise UsageError(f"'{path}' is not a comm-bench results document (no 'results' list)")
+    if (doc.get("schema_version") or 1) > SCHEMA_VERSION:
+        raise UsageError(f"'{path}' has schema_version {doc['schema_version']!r}; this comm-bench "
+                         f"reads up to {SCHEMA_VERSION}: upgrade comm-bench")

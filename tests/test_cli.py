@@ -35,7 +35,7 @@ def test_sweep_help_lists_conventions_and_transport_options():
     (["sweep", "--nprocs", "1", "--pattern", "pairwise"], "needs at least 2 ranks"),
     (["sweep", "--no-such-flag"], "No such option"),
     (["sweep", "-n", "many"], "not a valid integer"),
-    (["report", "/nonexistent/results.json"], "does not exist"),
+    (["report", "/nonexistent/results.json"], "not found"),
     (["report", "--format", "xml", "x.json"], "xml"),
     (["no-such-command"], "No such command"),
 ])
@@ -53,7 +53,7 @@ def test_report_of_a_file_that_is_not_results(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"hello": 1}')
     proc = run_cli("report", bad)
-    assert proc.returncode == 2 and "not a comm-bench results file" in proc.stderr
+    assert proc.returncode == 2 and "not a comm-bench results document" in proc.stderr
     assert_no_traceback(proc)
 
 

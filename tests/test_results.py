@@ -99,7 +99,7 @@ def test_slowest_rank_per_iteration():
 
 
 @pytest.mark.parametrize("content,msg", [
-    (None, "does not exist"), ("{not json", "invalid JSON"), ('{"a": 1}', "not a comm-bench results file"),
+    (None, "not found"), ("{not json", "not valid JSON"), ('{"a": 1}', "not a comm-bench results document"),
     ('{"tool": "comm-bench", "results": [], "schema_version": 99}', "upgrade"),
 ])
 def test_load_rejects_bad_files(tmp_path, content, msg):

@@ -52,3 +52,22 @@ def check_plan(op: str, rank: int, n: int, nbytes: int, elem: int, role=None):
 
 def ring_peers(rank: int, n: int):
     return (rank + 1) % n, (rank - 1) % n
+
+
+def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want, role, mode):
+    """Time `steps` = (step, finish) and, with check, run one more iteration on fresh data
+    (`reset()`), comparing `output()` (a numpy array) with `want`. (samples, wrong)."""
+    from .. import ops as ops_mod
+
+    step, finish = steps
+    samples = time_loop(step, iters, warmup, finish)
+    wrong = 0
+    if check:
+        reset()
+        step()
+        if finish:
+            finish()
+        if role == "src" and mode == "bw":
+            want = None  # the destination checks what arrived
+        wrong = ops_mod.count_wrong(output(), want)
+    return (samples if role != "dst" else []), wrong

@@ -53,34 +53,23 @@ class GlooTransport(Transport):
             peer=None, role=None) -> RunResult:
         import torch
 
-        from .. import ops as ops_mod
-
         torch_dtype = getattr(torch, dtype)
         elem = torch.tensor([], dtype=torch_dtype).element_size()
         values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes, elem, role)
         inp = torch.from_numpy(values).to(torch_dtype)
         out = torch.zeros(out_count, dtype=torch_dtype)
+        result = inp if (peer is None and op in fw.IN_PLACE) else out
+        steps = (self._collective_step(op, inp, out), None) if peer is None else \
+            self._pair_step(inp, out, peer, role, mode)
         try:
-            if peer is None:
-                step, finish = self._collective_step(op, inp, out), None
-            else:
-                step, finish = self._pair_step(inp, out, peer, role, mode)
-            samples = fw.time_loop(step, iters, warmup, finish)
-            wrong = 0
-            if check:  # one more iteration on fresh data, verified
-                inp.copy_(torch.from_numpy(values).to(torch_dtype))
-                out.zero_()
-                step()
-                if finish:
-                    finish()
-                got = inp if (peer is None and op in fw.IN_PLACE) else out
-                if role == "src" and mode == "bw":
-                    want = None  # the destination checks what arrived
-                wrong = ops_mod.count_wrong(got.to(torch.float64).numpy(), want)
+            samples, wrong = fw.measure(
+                steps, iters, warmup, check=check, want=want, role=role, mode=mode,
+                reset=lambda: (inp.copy_(torch.from_numpy(values).to(torch_dtype)), out.zero_()),
+                output=lambda: result.to(torch.float64).numpy())
         except RuntimeError as exc:
             raise TransportError(f"rank {self.ctx.rank}: gloo {op} of {nbytes} B failed: "
                                  f"{str(exc).splitlines()[0]}") from None
-        return RunResult(samples if role != "dst" else [], wrong)
+        return RunResult(samples, wrong)
 
     def _collective_step(self, op, inp, out):
         d, rank, n = self.dist, self.ctx.rank, self.ctx.world_size

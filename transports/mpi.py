@@ -41,32 +41,24 @@ class MpiTransport(Transport):
             peer=None, role=None) -> RunResult:
         import numpy as np
 
-        from .. import ops as ops_mod
-
         elem = np.dtype(dtype).itemsize
         values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes, elem, role)
         inp = values.astype(dtype)
         out = np.zeros(out_count, dtype=dtype)
+        steps = (self._collective_step(op, inp, out), None) if peer is None else \
+            self._pair_step(inp, out, peer, role, mode)
+
+        def reset():
+            inp[:] = values.astype(dtype)
+            out[:] = 0
+
         try:
-            if peer is None:
-                step, finish = self._collective_step(op, inp, out), None
-            else:
-                step, finish = self._pair_step(inp, out, peer, role, mode)
-            samples = fw.time_loop(step, iters, warmup, finish)
-            wrong = 0
-            if check:  # one more iteration on fresh data, verified
-                inp[:] = values.astype(dtype)
-                out[:] = 0
-                step()
-                if finish:
-                    finish()
-                if role == "src" and mode == "bw":
-                    want = None  # the destination checks what arrived
-                wrong = ops_mod.count_wrong(out, want)
+            samples, wrong = fw.measure(steps, iters, warmup, check=check, want=want, role=role,
+                                        mode=mode, reset=reset, output=lambda: out)
         except self.MPI.Exception as exc:
             raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
                                  f"{exc.Get_error_string()}") from None
-        return RunResult(samples if role != "dst" else [], wrong)
+        return RunResult(samples, wrong)
 
     def _collective_step(self, op, inp, out):
         c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size
