@@ -1,0 +1,174 @@
+"""What /sys/class/infiniband says about the RDMA devices of this host.
+
+Used by the rdma transport (device, port and GID choice, counters, NUMA), and
+by doctor-style checks. Reads files only: never needs libibverbs.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import resource
+
+ROOT = "/sys/class/infiniband"
+SOFT_ROCE_HINT = ("no RDMA device found (/sys/class/infiniband is empty); on a machine without "
+                  "an RDMA NIC try Soft-RoCE: `modprobe rdma_rxe && rdma link add rxe0 type rxe "
+                  "netdev <eth>` (tools/softroce_vm.py runs one in a VM)")
+GPU_MEMORY_NOTE = ("GPU memory regions (GPUDirect RDMA through dma-buf) are designed for but not "
+                   "working yet: rdma measures host memory only")
+
+
+def _read(path: str, default: str = "") -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def devices() -> list:
+    try:
+        return sorted(os.listdir(ROOT))
+    except OSError:
+        return []
+
+
+def ports(dev: str) -> list:
+    try:
+        return sorted(int(p) for p in os.listdir(f"{ROOT}/{dev}/ports"))
+    except OSError:
+        return []
+
+
+def port_state(dev: str, port: int) -> str:
+    """e.g. 'ACTIVE' (sysfs says '4: ACTIVE')."""
+    return _read(f"{ROOT}/{dev}/ports/{port}/state").split(":")[-1].strip()
+
+
+def link_layer(dev: str, port: int) -> str:
+    return _read(f"{ROOT}/{dev}/ports/{port}/link_layer")
+
+
+def numa_node(dev: str) -> int:
+    try:
+        return int(_read(f"{ROOT}/{dev}/device/numa_node", "-1"))
+    except ValueError:
+        return -1
+
+
+def gids(dev: str, port: int) -> list:
+    """[(index, gid text, type)] for the non-zero GIDs of a port."""
+    base = f"{ROOT}/{dev}/ports/{port}"
+    try:
+        names = os.listdir(f"{base}/gids")
+    except OSError:
+        return []
+    out = []
+    for name in sorted(names, key=int):
+        gid = _read(f"{base}/gids/{name}")
+        if not gid or set(gid.replace(":", "")) <= {"0"}:
+            continue
+        out.append((int(name), gid, _read(f"{base}/gid_attrs/types/{name}")))
+    return out
+
+
+def _ipv4_mapped(gid: str) -> bool:
+    try:
+        return ipaddress.IPv6Address(gid).ipv4_mapped is not None
+    except ValueError:
+        return False
+
+
+def auto_gid_index(dev: str, port: int) -> int:
+    """The GID index perftest users would pick: on Ethernet (RoCE) the first RoCE v2
+    GID carrying an IPv4 address, else any RoCE v2, else the first GID; on InfiniBand
+    -1 (address by LID)."""
+    if link_layer(dev, port) != "Ethernet":
+        return -1
+    table = gids(dev, port)
+    for pick in (lambda g: "v2" in g[2] and _ipv4_mapped(g[1]), lambda g: "v2" in g[2],
+                 lambda g: _ipv4_mapped(g[1]), lambda g: True):
+        for entry in table:
+            if pick(entry):
+                return entry[0]
+    return 0
+
+
+def counters(dev: str, port: int) -> dict:
+    """Every readable port counter (counters/ and hw_counters/) as integers."""
+    out = {}
+    for sub in ("counters", "hw_counters"):
+        folder = f"{ROOT}/{dev}/ports/{port}/{sub}"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                out[name] = int(_read(f"{folder}/{name}", "x"))
+            except ValueError:
+                continue
+    return out
+
+
+def counter_delta(before: dict, after: dict) -> dict:
+    """Changed counters; IB data counters count 4-byte words, so bytes are added for them."""
+    delta = {k: after[k] - before[k] for k in after if k in before and after[k] != before[k]}
+    for words, name in (("port_xmit_data", "port_xmit_bytes"), ("port_rcv_data", "port_rcv_bytes")):
+        if words in delta:
+            delta[name] = delta[words] * 4
+    return delta
+
+
+def memlock_problem(nbytes: int) -> str:
+    """A one-line reason when `nbytes` cannot be pinned, else ''."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft == resource.RLIM_INFINITY or soft >= nbytes or _has_cap_ipc_lock():
+        return ""
+    return (f"the locked-memory limit ({soft // 1024} KiB) is below the {nbytes // 1024} KiB the "
+            f"RDMA buffers need: raise it with `ulimit -l unlimited` (or the container's "
+            f"--ulimit memlock=-1)")
+
+
+def _has_cap_ipc_lock() -> bool:
+    for line in _read("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 14))  # CAP_IPC_LOCK
+    return False
+
+
+def cpu_numa_node() -> int:
+    """NUMA node of the CPUs this process may run on (the first one), -1 if unknown."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        nodes = [n for n in os.listdir("/sys/devices/system/node") if n.startswith("node")]
+    except OSError:
+        return -1
+    for node in sorted(nodes):
+        if min(cpus) in _cpulist(_read(f"/sys/devices/system/node/{node}/cpulist")):
+            return int(node[4:])
+    return -1
+
+
+def _cpulist(text: str) -> set:
+    out = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.add(int(part))
+    return out
+
+
+def pick_device(spec, local_rank: int) -> str:
+    """--device: None/'' -> the first device; 'a,b,...' -> one per local rank;
+    'auto' -> a NUMA-local device (local ranks spread over the devices of their node)."""
+    devs = devices()
+    if not spec:
+        return devs[0] if devs else ""
+    if spec == "auto":
+        node = cpu_numa_node()
+        local = [d for d in devs if numa_node(d) == node] or devs
+        return local[local_rank % len(local)] if local else ""
+    names = [s.strip() for s in str(spec).split(",") if s.strip()]
+    return names[local_rank % len(names)]
