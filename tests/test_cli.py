@@ -5,7 +5,7 @@ import pytest
 
 from comm_bench.cli import COMMANDS
 
-from conftest import assert_no_traceback, run_cli
+from cbtest import assert_no_traceback, run_cli
 
 
 @pytest.mark.parametrize("command", [[]] + [[name] for name in COMMANDS])

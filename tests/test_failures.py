@@ -9,7 +9,7 @@ import pytest
 
 from comm_bench.netutil import free_port
 
-from conftest import COMM_BENCH, load_results, rank_pids
+from cbtest import COMM_BENCH, load_results, rank_pids
 
 TIMEOUT = 10
 LONG_SWEEP = ["-b", "1K", "-e", "256M", "-f", "2", "-n", "50", "-w", "1", "--no-progress",

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import load_results, run_cli
+from cbtest import load_results, run_cli
 
 pytestmark = pytest.mark.gpu
 

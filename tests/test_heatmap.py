@@ -12,7 +12,7 @@ import pytest
 
 from comm_bench import heatmap, report_html
 from comm_bench.topology import fixture_root, snapshot
-from conftest import run_cli
+from cbtest import run_cli
 
 _DGX = None
 

@@ -8,7 +8,7 @@ import pytest
 
 from comm_bench.netutil import free_port
 
-from conftest import COMM_BENCH, load_results, run_cli
+from cbtest import COMM_BENCH, load_results, run_cli
 
 BIN = Path(sys.executable).parent
 ARGS = ["-b", "4K", "-e", "1M", "-f", "16", "-n", "10", "-w", "2", "-c", "--no-progress"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COMM_BENCH, run_cli
+from cbtest import COMM_BENCH, run_cli
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 sys.path.insert(0, str(TOOLS))

@@ -4,7 +4,7 @@ import pytest
 from comm_bench.ops import OPS
 from comm_bench.sizes import size_range
 
-from conftest import load_results, run_cli
+from cbtest import load_results, run_cli
 
 SMALL = ["-b", "8", "-e", "256K", "-f", "8", "-n", "5", "-w", "1", "--no-progress"]
 

@@ -18,7 +18,7 @@ from comm_bench.topology.matrix import pci_relation
 from comm_bench.topology.nvml import norm_bdf, read_nvml
 from comm_bench.topology.sysfs import (parse_config, parse_cpulist, parse_ib_rate, parse_link_speed,
                                        read_pci)
-from conftest import run_cli
+from cbtest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 DGX = fixture_root("dgx-h100")

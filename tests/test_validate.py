@@ -9,7 +9,7 @@ import yaml
 
 from comm_bench.errors import UsageError
 from comm_bench.validate import DEFAULT_RULES, check, default_rules_path, load_rules, robust_low
-from conftest import run_cli
+from cbtest import run_cli
 from test_heatmap import make_doc, write
 
 
