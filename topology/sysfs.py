@@ -297,22 +297,29 @@ def _ib_ports(devdir):
     return ports
 
 
+def _pci_devices(pci, kind):
+    """{name: (sysfs dir, PCI address)} of the `kind` devices ("net", "infiniband") that
+    hang off the PCI functions read."""
+    return {name: (d["_dirs"][(kind, name)], bdf) for bdf, d in pci.items() for name in d[kind]}
+
+
+def _class_dir_devices(root, kind, found):
+    """`found` plus the devices of root/sys/class/<kind> it lacks, with the PCI address
+    taken from where their link points (None when they have none)."""
+    cls = _p(root, f"sys/class/{kind}")
+    for name in _listdir(cls):
+        if name not in found:
+            full = os.path.join(cls, name)
+            parts = os.path.realpath(full).split(os.sep)
+            found[name] = (full, next((p for p in reversed(parts) if BDF_RE.match(p)), None))
+    return found
+
+
 def read_infiniband(root="/", pci=None):
     """RDMA devices: [{name, pci, numa_node, node_guid, fw_ver, hca_type, node_type,
     netdev, ports: [...]}], from PCI functions and root/sys/class/infiniband."""
     pci = read_pci(root) if pci is None else pci
-    found = {}
-    for bdf, d in pci.items():
-        for name in d["infiniband"]:
-            found[name] = (d["_dirs"][("infiniband", name)], bdf)
-    cls = _p(root, "sys/class/infiniband")
-    for name in _listdir(cls):
-        if name in found:
-            continue
-        full = os.path.join(cls, name)
-        real = os.path.realpath(full)
-        bdf = next((p for p in reversed(real.split(os.sep)) if BDF_RE.match(p)), None)
-        found[name] = (full, bdf)
+    found = _class_dir_devices(root, "infiniband", _pci_devices(pci, "infiniband"))
     out = []
     for name, (path, bdf) in sorted(found.items(), key=lambda kv: natural_key(kv[0])):
         dev = pci.get(bdf) if bdf else None
@@ -337,21 +344,11 @@ def read_net(root="/", pci=None):
     """Network interfaces: [{name, pci (None when virtual), virtual, speed_mbps, operstate,
     mtu, mac, type, driver}]. Speed is None when unknown (link down, virtual)."""
     pci = read_pci(root) if pci is None else pci
-    found = {}
-    for bdf, d in pci.items():
-        for name in d["net"]:
-            found[name] = (d["_dirs"][("net", name)], bdf)
+    found = _pci_devices(pci, "net")
     vbase = _p(root, "sys/devices/virtual/net")
     for name in _listdir(vbase):
         found.setdefault(name, (os.path.join(vbase, name), None))
-    cls = _p(root, "sys/class/net")
-    for name in _listdir(cls):
-        if name in found:
-            continue
-        full = os.path.join(cls, name)
-        real = os.path.realpath(full)
-        bdf = next((p for p in reversed(real.split(os.sep)) if BDF_RE.match(p)), None)
-        found[name] = (full, bdf)
+    found = _class_dir_devices(root, "net", found)
     out = []
     for name, (path, bdf) in sorted(found.items()):
         a = lambda n: read_attr(os.path.join(path, n))  # noqa: E731
