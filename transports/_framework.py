@@ -71,3 +71,16 @@ def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want,
             want = None  # the destination checks what arrived
         wrong = ops_mod.count_wrong(output(), want)
     return (samples if role != "dst" else []), wrong
+
+
+def pair_steps(send, recv, inp, out, ack, peer: int, role: str, mode: str):
+    """(step, finish) for one rank of a pair, given the framework's blocking send(buf, peer)
+    and recv(buf, peer): a stream whose last sample waits for the receiver's `ack`, or a
+    ping-pong (the destination echoes what it received)."""
+    if mode == "lat":
+        if role == "src":
+            return (lambda: (send(inp, peer), recv(out, peer))), None
+        return (lambda: (recv(out, peer), send(out, peer))), None
+    if role == "src":
+        return (lambda: send(inp, peer)), (lambda: recv(ack, peer))
+    return (lambda: recv(out, peer)), (lambda: send(ack, peer))

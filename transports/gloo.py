@@ -89,16 +89,8 @@ class GlooTransport(Transport):
         return steps[op]
 
     def _pair_step(self, inp, out, peer, role, mode):
-        """(step, finish) for one rank of a pair: a stream with a final ack, or a ping-pong."""
         d = self.dist
-        if mode == "lat":
-            if role == "src":
-                return (lambda: (d.send(inp, peer), d.recv(out, peer))), None
-            return (lambda: (d.recv(out, peer), d.send(out, peer))), None
-        ack = inp.new_zeros(1)
-        if role == "src":
-            return (lambda: d.send(inp, peer)), (lambda: d.recv(ack, peer))
-        return (lambda: d.recv(out, peer)), (lambda: d.send(ack, peer))
+        return fw.pair_steps(d.send, d.recv, inp, out, inp.new_zeros(1), peer, role, mode)
 
     def teardown(self) -> None:
         if getattr(self, "dist", None) and self.dist.is_initialized():

@@ -76,16 +76,8 @@ class MpiTransport(Transport):
         return steps[op]
 
     def _pair_step(self, inp, out, peer, role, mode):
-        """(step, finish) for one rank of a pair: a stream with a final ack, or a ping-pong."""
         c = self.comm
-        if mode == "lat":
-            if role == "src":
-                return (lambda: (c.Send(inp, peer), c.Recv(out, peer))), None
-            return (lambda: (c.Recv(out, peer), c.Send(out, peer))), None
-        ack = bytearray(1)
-        if role == "src":
-            return (lambda: c.Send(inp, peer)), (lambda: c.Recv(ack, peer))
-        return (lambda: c.Recv(out, peer)), (lambda: c.Send(ack, peer))
+        return fw.pair_steps(c.Send, c.Recv, inp, out, bytearray(1), peer, role, mode)
 
     def describe(self) -> dict:
         return {"device": "cpu", "mpi": self.MPI.Get_library_version().splitlines()[0].strip()}
