@@ -103,11 +103,26 @@ def counters(dev: str, port: int) -> dict:
         except OSError:
             continue
         for name in names:
+            if name == "lifespan":  # a setting, not a counter
+                continue
             try:
                 out[name] = int(_read(f"{folder}/{name}", "x"))
             except ValueError:
                 continue
     return out
+
+
+def counter_settle_s(dev: str, port: int) -> float:
+    """How long to wait after traffic before hw_counters show all of it.
+
+    The kernel serves hw_counters from a cache refreshed at most every
+    `hw_counters/lifespan` ms (10 by default), rounded up to a jiffy; a reading
+    taken sooner after the traffic may be the one from before it (an empty
+    delta for a short run). counters/ (the PMA) is read live."""
+    lifespan = _read(f"{ROOT}/{dev}/ports/{port}/hw_counters/lifespan")
+    if not lifespan.isdigit():
+        return 0.0
+    return int(lifespan) / 1000 + 0.012  # + one jiffy at HZ=100, and a little
 
 
 def counter_delta(before: dict, after: dict) -> dict:

@@ -113,6 +113,9 @@ class _RankRun:
                     self.writer.close("ok")
             return 0
         except CommBenchError as exc:
+            prior = self.watchdog.posted_failure()
+            if prior:  # another rank failed first: this error is its consequence
+                self.watchdog.stop_for(prior, linger=1.5 if self.rank == 0 else 0.0)
             msg = str(exc)
             self.watchdog.post_abort(f"failed: {msg}")
             self._record_failure({"rank": self.rank, "host": self.table[self.rank]["host"],

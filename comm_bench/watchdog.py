@@ -26,7 +26,9 @@ class Watchdog:
         # stale_after < timeout, so every rank exits within --timeout of a failure
         self.stale_after = max(2.0, min(timeout * 0.5, 30.0))
         self.on_abort = on_abort      # called with the failure dict before exiting
+        self._store = store
         self._client = store.client(timeout=self.stale_after)
+        self._aborting = threading.Lock()  # the first abort records and exits; later ones wait
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="comm-bench-watchdog", daemon=True)
 
@@ -49,6 +51,23 @@ class Watchdog:
             self._client.set(ABORT_KEY, json.dumps(failure))
         except Exception:  # noqa: BLE001 - the store may be gone; our own exit says enough
             pass
+
+    def posted_failure(self):
+        """The failure another rank posted already, if any: an error this rank hits
+        after that is its consequence (a peer that left), not the cause."""
+        try:
+            client = self._store.client(timeout=min(self.stale_after, 5.0))
+            if client.check([ABORT_KEY]):
+                failure = json.loads(client.get(ABORT_KEY))
+                return failure if failure.get("rank") != self.rank else None
+        except Exception:  # noqa: BLE001 - no store, nothing posted that we can know of
+            pass
+        return None
+
+    def stop_for(self, failure: dict, linger: float = 0.0):
+        """Record `failure` (another rank's), name it, keep the store up for
+        `linger` seconds so every rank can read the abort, and exit 1."""
+        self._abort(failure, linger)
 
     # -- the thread ----------------------------------------------------------
     def _loop(self):
@@ -80,16 +99,18 @@ class Watchdog:
                 failure = {"rank": r, "host": self.rank_hosts[r],
                            "reason": f"stopped answering (no heartbeat for {now - since:.0f} s)"}
                 self._client.set(ABORT_KEY, json.dumps(failure))
-                time.sleep(2.5)  # keep the store up until every rank has polled the abort
-                self._abort(failure)
+                # record it before the others exit: their leaving makes this rank's own
+                # collectives fail, and that must not pass for the cause
+                self._abort(failure, linger=2.5)
 
-    def _abort(self, failure: dict):
-        if self._stop.is_set():
+    def _abort(self, failure: dict, linger: float = 0.0):
+        if self._stop.is_set() or failure.get("rank") == self.rank:
             return
-        if failure.get("rank") != self.rank:
-            try:
-                self.on_abort(failure)
-            finally:
-                print(f"comm-bench: rank {self.rank}: stopping: rank {failure['rank']} on "
-                      f"{failure['host']} {failure['reason']}", file=sys.stderr, flush=True)
-                os._exit(1)
+        self._aborting.acquire()  # never released: this process ends below
+        try:
+            self.on_abort(failure)
+        finally:
+            print(f"comm-bench: rank {self.rank}: stopping: rank {failure['rank']} on "
+                  f"{failure['host']} {failure['reason']}", file=sys.stderr, flush=True)
+            time.sleep(linger)  # keep the store (rank 0) up until every rank has polled the abort
+            os._exit(1)

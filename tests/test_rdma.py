@@ -102,6 +102,12 @@ def test_rdma_sysfs_helpers(tmp_path, monkeypatch):
     before = rdma_sysfs.counters("rxe0", 1)
     (port / "hw_counters" / "sent_pkts").write_text("25\n")
     assert rdma_sysfs.counter_delta(before, rdma_sysfs.counters("rxe0", 1)) == {"sent_pkts": 15}
+    # hw_counters are cached by the kernel for `lifespan` ms: that file is a setting, and
+    # readings must wait it out (plus a jiffy) after traffic
+    assert rdma_sysfs.counter_settle_s("rxe0", 1) == 0.0
+    (port / "hw_counters" / "lifespan").write_text("10\n")
+    assert "lifespan" not in rdma_sysfs.counters("rxe0", 1)
+    assert 0.02 <= rdma_sysfs.counter_settle_s("rxe0", 1) <= 0.03
     assert rdma_sysfs.pick_device("a,b", 3) == "b"
 
 

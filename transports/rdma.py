@@ -20,7 +20,9 @@ Definitions (shared/DESIGN.md, as perftest):
 - -c: src fills its buffer with a pattern that depends on size and run; the
   side the bytes landed on counts wrong bytes after the run.
 - extra["counters"]: deltas of /sys/class/infiniband/<dev>/ports/<p>/counters
-  and hw_counters around the timed loop (the dst's own deltas arrive under
+  and hw_counters around the run, warm-up included: read before either rank
+  starts and after both are done, each reading taken at least hw_counters'
+  cache lifespan after the last traffic (the dst's own deltas arrive under
   extra["dst"] via the sweep).
 
 GPU memory (GPUDirect RDMA through dma-buf) is designed for (the buffer is one
@@ -29,6 +31,7 @@ yet: --use-dmabuf is refused with that message.
 """
 from __future__ import annotations
 
+import time
 import zlib
 from typing import Optional
 
@@ -118,6 +121,7 @@ class RdmaTransport(Transport):
         self.dev, self.port = dev, port
         self.info = self.engine.port_info()
         self.read_counters = lambda: rdma_sysfs.counters(dev, port)
+        self.counter_settle_s = rdma_sysfs.counter_settle_s(dev, port)
         self.delta = rdma_sysfs.counter_delta
         self.seq: dict = {}
         inline_cap = QP_INLINE_CAP if opt["inline_size"] is None else max(0, opt["inline_size"])
@@ -172,17 +176,21 @@ class RdmaTransport(Transport):
             recvs = -total if receives and op != "read" else 0
             inline = LAT_INLINE[op] if self.opt["inline_size"] is None else self.opt["inline_size"]
         eng.prepare(peer, nbytes, seed, check, recvs, inline)
+        # Both ranks read the counters before either starts and after both are
+        # done, each reading at least the counter cache's lifespan after any traffic.
+        time.sleep(self.counter_settle_s)
+        before = self.read_counters()
         store.set(f"{key}/ready/{rank}", b"1")
         store.get(f"{key}/ready/{peer}")
 
-        before = self.read_counters()
         if mode == "bw":
             res = self._stream(op, nbytes, iters, warmup, peer, sends_here, receives and recvs > 0)
         else:
             res = self._pingpong(op, nbytes, iters, warmup, peer, src)
-        after = self.read_counters()
         store.set(f"{key}/done/{rank}", b"1")
         store.get(f"{key}/done/{peer}")  # the peer's data has landed (its ops completed)
+        time.sleep(self.counter_settle_s)
+        after = self.read_counters()
 
         wrong = self._wrong(op, mode, nbytes, seed, peer, src, bidir) if check else 0
         extra = {"counters": self.delta(before, after), "device": f"{self.dev}:{self.port}"}
