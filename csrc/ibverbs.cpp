@@ -191,12 +191,14 @@ void Engine::fail(int peer, const std::string& step, const std::string& why) con
               info_.device + ":" + std::to_string(info_.port) + "): " + step + ": " + why);
 }
 
-void Engine::check_deadline(uint64_t last_progress, int peer, const char* step) const {
-  if (now_ns() - last_progress > timeout_ns_) {
+bool Engine::idle_check(IdleClock& idle, int peer, const char* step) const {
+  if (!idle.due()) return false;
+  if (idle.idle_ns() > timeout_ns_) {
     std::ostringstream why;
     why << "no progress for " << timeout_ns_ / 1e9 << " s (did the peer exit or hang?)";
     fail(peer, step, why.str());
   }
+  return true;
 }
 
 ConnInfo Engine::add_peer(int peer, const ConnConfig& cfg) {
@@ -427,9 +429,9 @@ LoopResult Engine::stream(int peer, Op op, size_t nbytes, int64_t sends, int64_t
   if (timed) batches.reserve(size_t(sends / cq_mod + nq + 2));
   int64_t posted = 0, done = 0;
   const char* step = sends ? "streaming sends" : "waiting for the peer's messages";
-  uint64_t t0 = now_ns(), last = t0;
+  IdleClock idle;
+  const uint64_t t0 = now_ns();
   batches.emplace_back(0, t0);
-  uint32_t spins = 0;
   while (done < sends || c.recv_done < recvs_total) {
     bool progress = false;
     for (int q = 0; q < nq && posted < sends; ++q) {
@@ -447,9 +449,9 @@ LoopResult Engine::stream(int peer, Op op, size_t nbytes, int64_t sends, int64_t
     }
     if (c.recv_done < recvs_total && poll_recv(c, peer, nbytes, step)) progress = true;
     if (progress) {
-      last = now_ns();
-    } else if ((++spins & 0xfff) == 0) {
-      check_deadline(last, peer, step);
+      idle.progress();
+    } else {
+      idle_check(idle, peer, step);
     }
   }
   LoopResult r;
@@ -490,31 +492,25 @@ LoopResult Engine::pingpong(int peer, Op op, size_t nbytes, int64_t iters, bool 
                                       "latency: waiting for the peer's message";
   // Posts one op (signalled every cq_mod) and keeps the send queue from overflowing.
   auto post = [&](bool force_signal) {
-    uint64_t last = now_ns();
-    uint32_t spins = 0;
+    IdleClock idle;
     while (c.send_out[0] >= c.cfg.tx_depth) {
-      if (!poll_send(c, peer, "latency: send queue drain", nullptr) && (++spins & 0xfff) == 0)
-        check_deadline(last, peer, "latency: send queue drain");
+      if (!poll_send(c, peer, "latency: send queue drain", nullptr)) idle_check(idle, peer, "latency: send queue drain");
     }
     bool sig = force_signal || c.unsignaled[0] + 1 >= cq_mod;
     post_op(c, peer, 0, op, nbytes, sig, uint32_t(c.unsignaled[0] + 1));  // QP 0
   };
   auto wait_recv = [&]() {
-    uint64_t last = now_ns();
-    uint32_t spins = 0;
+    IdleClock idle;
     int64_t want = c.recv_done + 1;
     while (c.recv_done < want) {
-      if (!poll_recv(c, peer, nbytes, step_wait) && (++spins & 0xfff) == 0) check_deadline(last, peer, step_wait);
+      if (!poll_recv(c, peer, nbytes, step_wait)) idle_check(idle, peer, step_wait);
     }
   };
   auto wait_byte = [&](uint8_t v) {
-    uint64_t last = now_ns();
-    uint32_t spins = 0;
+    IdleClock idle;
     while (*poll_byte != v) {
-      if ((++spins & 0xffff) == 0) {
+      if (idle_check(idle, peer, step_wait))
         poll_send(c, peer, step_wait, nullptr);  // surfaces a completion error of our own writes
-        check_deadline(last, peer, step_wait);
-      }
     }
   };
   if (timed) loop.start();
@@ -523,11 +519,10 @@ LoopResult Engine::pingpong(int peer, Op op, size_t nbytes, int64_t iters, bool 
     const uint8_t v = c.counter;
     if (op == Op::Read) {
       post(true);
-      uint64_t last = now_ns();
-      uint32_t spins = 0;
+      IdleClock idle;
       int64_t got = 0;
       while (got == 0) {
-        if (!poll_send(c, peer, step_wait, &got) && (++spins & 0xfff) == 0) check_deadline(last, peer, step_wait);
+        if (!poll_send(c, peer, step_wait, &got)) idle_check(idle, peer, step_wait);
       }
     } else if (op == Op::Write) {
       if (!initiator) wait_byte(v);
@@ -542,11 +537,9 @@ LoopResult Engine::pingpong(int peer, Op op, size_t nbytes, int64_t iters, bool 
     if (timed) loop.mark(size_t(it));
   }
   // The last post of the run was signalled: drain so the next run starts with an empty send queue.
-  uint64_t last = now_ns();
-  uint32_t spins = 0;
+  IdleClock idle;
   while (c.send_out[0] > 0) {
-    if (!poll_send(c, peer, "latency: final completions", nullptr) && (++spins & 0xfff) == 0)
-      check_deadline(last, peer, "latency: final completions");
+    if (!poll_send(c, peer, "latency: final completions", nullptr)) idle_check(idle, peer, "latency: final completions");
   }
   if (!timed) return r;
   r.samples_us = loop.samples_us();

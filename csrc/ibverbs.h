@@ -97,7 +97,9 @@ class Engine {
  private:
   Conn& conn(int peer) const;
   [[noreturn]] void fail(int peer, const std::string& step, const std::string& why) const;
-  void check_deadline(uint64_t last_progress, int peer, const char* step) const;
+  // Every 65536th idle spin of a wait loop: true, after failing if the loop has
+  // been idle longer than the timeout.
+  bool idle_check(IdleClock& idle, int peer, const char* step) const;
   void post_recvs(Conn& c, int peer, size_t nbytes);
   int poll_send(Conn& c, int peer, const char* step, int64_t* ops_done);
   int poll_recv(Conn& c, int peer, size_t nbytes, const char* step);

@@ -3,8 +3,9 @@
 The VM (tools/softroce_vm.py) boots once per session and runs tests/rdma_vm
 inside; each in-VM test is reported here as its own test. They skip only when
 the VM cannot boot here (the reason says which package is missing).
-Set COMM_BENCH_VM_SWEEP=1 to also run `comm-bench sweep` in the VM
-(tests/rdma_vm/test_sweep_cli.py; slow: each rank imports torch under emulation).
+They include the real `comm-bench sweep -t rdma` in the VM
+(tests/rdma_vm/test_sweep_cli.py, ~5 min: each rank imports torch under emulation);
+COMM_BENCH_VM_SWEEP=0 leaves those out for a quick local run.
 """
 import ast
 import os
@@ -119,7 +120,7 @@ def vm_run(tmp_path_factory):
         pytest.skip(f"Soft-RoCE VM cannot boot here: {why}")
     out = tmp_path_factory.mktemp("rdma_vm")
     junit = out / "junit.xml"
-    sweep = "COMM_BENCH_VM_SWEEP=1 " if os.environ.get("COMM_BENCH_VM_SWEEP") else ""
+    sweep = "" if os.environ.get("COMM_BENCH_VM_SWEEP") == "0" else "COMM_BENCH_VM_SWEEP=1 "
     cmd = (f"{sweep}COMM_BENCH_VM_OUT={out} python -m pytest {VM_TESTS} -q -p no:cacheprovider "
            f"--junitxml={junit} -o junit_family=xunit1")
     res = run_in_vm(cmd, rwdirs=[str(out)], timeout=1500)

@@ -342,12 +342,14 @@ def test_record_with_nvml(tmp_path, monkeypatch):
     assert doc["available"] and [g["name"] for g in doc["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
 
 
-@pytest.mark.skipif("gpu-h200" not in fixture_names(), reason="GPU machine fixture not recorded yet")
 def test_gpu_machine_fixture():
-    """Recorded on the project's GPU machine: one H200, PCIe Gen5 x16, no NVLink, no RDMA."""
-    snap = snapshot(fixture_root("gpu-h200"))
-    assert len(snap["gpus"]) == 1 and "H200" in snap["gpus"][0]["name"]
-    p = snap["gpus"][0]["pcie"]
-    assert p["max_gen"] == 5 and p["max_width"] == 16
-    assert snap["gpus"][0]["nvlink"]["links"] == 0
+    """Recorded on the project's 2-GPU machine: 2 x H200, PCIe Gen5 x16, NV18, no RDMA."""
+    snap = snapshot(fixture_root("gpu-h200x2"))
+    assert [g["name"] for g in snap["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    for g in snap["gpus"]:
+        assert (g["pcie"]["max_gen"], g["pcie"]["max_width"]) == (5, 16)
+        assert (g["nvlink"]["links"], g["nvlink"]["version"], g["nvlink"]["gbs"]) == (18, 4, 450.0)
+    labels, cells = snap["matrix"]["labels"], snap["matrix"]["cells"]
+    assert cells[labels.index("GPU0")][labels.index("GPU1")] == "NV18"
+    assert snap["matrix"]["rates_gbs"][labels.index("GPU0")][labels.index("GPU1")] == 450
     assert not [n for n in snap["nics"] if n["kind"] in ("ib", "roce")]

@@ -92,7 +92,8 @@ def inside(args) -> int:
     gid = 1  # rxe on lo: index 1 is the RoCE v2 IPv4 GID (what comm-bench picks too)
     rows = []
     port = 18515
-    cases = [("bw", op, s) for op, s in BW_CASES] + [("lat", op, s) for op, s in LAT_CASES]
+    cases = ([("bw", op, s) for op, s in BW_CASES] if args.only in ("all", "bw") else []) + \
+            ([("lat", op, s) for op, s in LAT_CASES] if args.only in ("all", "lat") else [])
     for mode, op, size in cases:
         tool = f"ib_{op}_{mode}"
         iters = args.bw_iters if mode == "bw" else args.lat_iters
@@ -121,11 +122,21 @@ def inside(args) -> int:
                        f"ratio {row['ratio']:.3f}")
     doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "kernel": os.uname().release,
            "device": "rxe0 (Soft-RoCE on lo, QEMU TCG VM, 2 vCPUs)", "rows": rows,
-           "command": "python tools/bench_rdma_vs_perftest.py --out " + args.out}
+           "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+           "command": f"python tools/bench_rdma_vs_perftest.py --only {args.only} --reps {args.reps} "
+                      f"--bw-iters {args.bw_iters} --lat-iters {args.lat_iters} --out {args.out}"}
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     print(markdown(doc))
     return 0
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def markdown(doc: dict) -> str:
@@ -146,6 +157,7 @@ def main() -> int:
     ap.add_argument("--bw-iters", type=int, default=2000)
     ap.add_argument("--lat-iters", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--only", choices=("all", "bw", "lat"), default="all", help="which cases to run")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inside:
@@ -155,7 +167,7 @@ def main() -> int:
 
     out = os.path.abspath(args.out)
     cmd = (f"python {os.path.abspath(__file__)} --inside --out {out} --reps {args.reps} "
-           f"--bw-iters {args.bw_iters} --lat-iters {args.lat_iters} --warmup {args.warmup}")
+           f"--bw-iters {args.bw_iters} --lat-iters {args.lat_iters} --warmup {args.warmup} --only {args.only}")
     res = run_in_vm(cmd, rwdirs=[os.path.dirname(out)], timeout=3600)
     sys.stdout.write(res.output)
     return res.returncode

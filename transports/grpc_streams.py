@@ -114,6 +114,11 @@ def count_wrong(got: bytes, expected: bytes, esize: int) -> int:
     return int(diff.sum())
 
 
+
+def _connect_window(timeout: float) -> float:
+    """How long a first connection to a peer is retried (its server already listens)."""
+    return min(timeout, 15.0)
+
 class GrpcTransport(Transport):
     name = "grpc"
     description = "gRPC (grpcio) unary ping-pong and client/bidirectional streams with bytes payloads"
@@ -420,7 +425,7 @@ class GrpcTransport(Transport):
         a refused or unroutable connection is retried only briefly (min(timeout, 15 s));
         TLS errors fail at once."""
         grpc = self._grpc
-        self._connect_window = min(self.ctx.timeout, 15.0)
+        self._connect_window = _connect_window(self.ctx.timeout)
         deadline = time.monotonic() + self._connect_window
         last = None
         while True:
@@ -514,11 +519,15 @@ class GrpcTransport(Transport):
         return res
 
     def _serve_wait(self, peer: int, op: str) -> RunResult:
+        # Longer than the active side may take to fail on its own (connect window, the op,
+        # Done), so the rank that hits an error names it; a peer that dies or hangs is
+        # caught sooner by the heartbeats (comm_bench/watchdog.py).
+        wait = 2 * self.ctx.timeout + _connect_window(self.ctx.timeout) + 5
         try:
-            self._done_queue(peer).get(timeout=self.ctx.timeout)
+            self._done_queue(peer).get(timeout=wait)
         except queue.Empty:
             raise TransportError(f"rank {self.ctx.rank}: rank {peer} did not finish its gRPC {op} "
-                                 f"towards this rank within {self.ctx.timeout:.0f} s") from None
+                                 f"towards this rank within {wait:.0f} s") from None
         return RunResult([], 0, {})   # src keeps the record (and the wrong count, from the acks)
 
     def _meta(self, nbytes: int, n: int, esize: int = 1, check: bool = False) -> tuple:
