@@ -46,24 +46,22 @@ path with a minimal hand-written grpcio loop (docs/benchmarks/grpc.md).
 
 All gRPC failures become one line: port in use, peer unreachable, message too
 large, TLS mismatch, timeouts (TransportError exit 1, TransportUnavailable or
-UsageError exit 2).
+UsageError exit 2); the wording lives in _grpc_errors.py, the check payloads in
+_grpc_payload.py.
 """
 from __future__ import annotations
 
 import os
 import queue
-import socket
-import struct
 import threading
 import time
 from typing import Optional
 
+from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
+from ._grpc_payload import ACK, ELEM, count_wrong, message_seed, pattern
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 SERVICE = "commbench.Bench"
-_ACK = struct.Struct("<qq")          # (messages received, wrong elements)
-_ELEM = {"uint8": 1, "int8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "int32": 4,
-         "float64": 8, "int64": 8}
 _SLACK = 64 * 1024                   # head room over the largest message (gRPC framing)
 
 
@@ -80,39 +78,6 @@ def parse_size(text, what: str) -> int:
     from ..sizes import parse_size as parse  # one size syntax for every option
 
     return 0 if text in (None, "", 0) else parse(text, what)
-
-
-def _hostport(addr: str, port: int) -> str:
-    return f"[{addr}]:{port}" if ":" in addr and not addr.startswith("[") else f"{addr}:{port}"
-
-
-def pattern(nbytes: int, seed: int) -> bytes:
-    """Deterministic payload for the data check (numpy, untimed)."""
-    import numpy as np  # noqa: PLC0415
-    n32 = (nbytes + 3) // 4
-    a = np.arange(n32, dtype=np.uint32)
-    a *= np.uint32(2654435761)
-    a ^= np.uint32((seed * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF)
-    return a.tobytes()[:nbytes]
-
-
-def _seed(src: int, dst: int, idx: int, direction: int) -> int:
-    return ((src * 1_000_003 + dst) * 7_919 + idx) * 2 + direction
-
-
-def count_wrong(got: bytes, expected: bytes, esize: int) -> int:
-    """Wrong elements of `got` against `expected` (0 when equal)."""
-    if got == expected:
-        return 0
-    n_elem = max(1, len(expected) // esize)
-    if len(got) != len(expected):
-        return n_elem
-    import numpy as np  # noqa: PLC0415
-    diff = np.frombuffer(got, np.uint8) != np.frombuffer(expected, np.uint8)
-    if esize > 1 and len(expected) % esize == 0:
-        return int(diff.reshape(-1, esize).any(axis=1).sum())
-    return int(diff.sum())
-
 
 
 def _connect_window(timeout: float) -> float:
@@ -260,7 +225,7 @@ class GrpcTransport(Transport):
                              compression=self._compression)
         port = self._port + ctx.local_rank if self._port else 0
         bind_addr = ("[::]" if ":" in ctx.addr else "0.0.0.0") if self._bind_all else ctx.addr
-        target = _hostport(bind_addr, port)
+        target = hostport(bind_addr, port)
         try:
             if self._tls:
                 creds = grpc.ssl_server_credentials(
@@ -272,40 +237,15 @@ class GrpcTransport(Transport):
                 bound = server.add_insecure_port(target)
         except Exception as exc:  # noqa: BLE001 - grpcio raises RuntimeError on bind failure
             server.stop(0)
-            raise self._bind_error(bind_addr, port, exc) from None
+            raise bind_error(ctx.rank, bind_addr, port, exc) from None
         if not bound:
             server.stop(0)
-            raise self._bind_error(bind_addr, port, None)
+            raise bind_error(ctx.rank, bind_addr, port, None)
         server.start()
         self._server = server
-        self._endpoint = _hostport(ctx.addr, bound)
+        self._endpoint = hostport(ctx.addr, bound)
         self._endpoints = ctx.store.all_gather("grpc/endpoints", {"addr": ctx.addr, "port": bound,
                                                                   "host": ctx.host})
-
-    def _bind_error(self, addr: str, port: int, exc) -> Exception:
-        """Why the server could not bind, found by binding a plain socket the same way."""
-        rank = self.ctx.rank
-        reason = "unknown reason"
-        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        s = socket.socket(fam, socket.SOCK_STREAM)
-        try:
-            s.bind((addr.strip("[]"), port))
-            if exc is not None:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        except OSError as err:
-            import errno  # noqa: PLC0415
-            if err.errno == errno.EADDRINUSE:
-                return TransportError(
-                    f"rank {rank}: gRPC port {port} on {addr} is in use by another process; "
-                    f"pick another --grpc-port (or 0 for any free port)")
-            if err.errno == errno.EADDRNOTAVAIL:
-                return TransportUnavailable(
-                    f"rank {rank}: address {addr} is not on this host (cannot bind the gRPC server); "
-                    f"pass this rank's own address with --addr / COMM_BENCH_ADDR")
-            reason = err.strerror or str(err)
-        finally:
-            s.close()
-        return TransportError(f"rank {rank}: gRPC server could not bind {_hostport(addr, port)}: {reason}")
 
     # -- server side -----------------------------------------------------------
     @staticmethod
@@ -338,14 +278,14 @@ class GrpcTransport(Transport):
         if "cb-check" in md:                       # untimed check round: compare every byte
             src, dst, esize = int(md["cb-src"]), self.ctx.rank, int(md["cb-esize"])
             for msg in request_iterator:
-                bad += count_wrong(msg, pattern(size, _seed(src, dst, n, 0)), esize)
+                bad += count_wrong(msg, pattern(size, message_seed(src, dst, n, 0)), esize)
                 n += 1
         else:                                      # timed: count messages and check lengths
             for msg in request_iterator:
                 n += 1
                 if len(msg) != size:
                     bad += 1
-        return _ACK.pack(n, bad)
+        return ACK.pack(n, bad)
 
     def _h_bidir(self, request_iterator, context):
         md = self._md(context)
@@ -359,7 +299,7 @@ class GrpcTransport(Transport):
             try:
                 for msg in request_iterator:
                     if check:
-                        bad += count_wrong(msg, pattern(size, _seed(src, self.ctx.rank, n, 0)), esize)
+                        bad += count_wrong(msg, pattern(size, message_seed(src, self.ctx.rank, n, 0)), esize)
                     elif len(msg) != size:
                         bad += 1
                     n += 1
@@ -371,7 +311,7 @@ class GrpcTransport(Transport):
         reader.start()
         if check:
             for i in range(n_out):
-                yield pattern(size, _seed(self.ctx.rank, src, i, 1))
+                yield pattern(size, message_seed(self.ctx.rank, src, i, 1))
         else:
             payload = self._payload("bidir-srv", size)
             for _ in range(n_out):
@@ -396,7 +336,7 @@ class GrpcTransport(Transport):
             return stub
         grpc = self._grpc
         ep = self._endpoints[peer]
-        target = _hostport(ep["addr"], ep["port"])
+        target = hostport(ep["addr"], ep["port"])
         opts = self._channel_options(server=False)
         if self._tls:
             creds = grpc.ssl_channel_credentials(root_certificates=self._tls.get("--tls-ca"),
@@ -436,7 +376,7 @@ class GrpcTransport(Transport):
                 got = int(stub["Hello"](b"", timeout=min(left, 5.0)).decode())
             except grpc.RpcError as exc:
                 last = exc
-                if _is_tls(exc) or exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                if is_tls(exc) or exc.code() not in (grpc.StatusCode.UNAVAILABLE,
                                                      grpc.StatusCode.DEADLINE_EXCEEDED):
                     break
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
@@ -448,37 +388,8 @@ class GrpcTransport(Transport):
         raise self._error(last, peer, stub["target"], "connect", connecting=True)
 
     def _error(self, exc, peer: int, target: str, step: str, connecting: bool = False) -> Exception:
-        grpc = self._grpc
-        me = self.ctx.rank
-        if exc is None:
-            return TransportError(f"rank {me}: rank {peer}'s gRPC server at {target} is unreachable: "
-                                  f"no answer within {self._connect_window:.0f} s ({step})")
-        code = exc.code() if hasattr(exc, "code") else None
-        detail = _details(exc)
-        if _is_tls(exc):
-            return TransportError(
-                f"rank {me}: TLS handshake with rank {peer} at {target} failed ({_tls_reason(detail)}); "
-                f"check that both ranks' --tls-cert are signed by the --tls-ca they use and name "
-                f"their address")
-        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-            return TransportUnavailable(
-                f"rank {me}: message too large for rank {peer} at {target} ({detail}); "
-                f"raise --grpc-max-message or lower -e/--maxbytes")
-        if code == grpc.StatusCode.UNAVAILABLE:
-            what = "unreachable" if connecting else "connection lost"
-            why = "connection refused" if "refused" in detail.lower() else detail
-            return TransportError(
-                f"rank {me}: rank {peer}'s gRPC server at {target} is {what} during {step} ({why}); "
-                f"check that the rank runs and that this address is routable from here")
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            if connecting:
-                return TransportError(
-                    f"rank {me}: rank {peer}'s gRPC server at {target} is unreachable: no answer "
-                    f"within {self._connect_window:.0f} s; check the route/firewall to that address")
-            return TransportError(f"rank {me}: {step} with rank {peer} at {target} did not finish within "
-                                  f"{self.ctx.timeout:.0f} s (peer stuck or too slow; raise --timeout)")
-        return TransportError(f"rank {me}: gRPC {step} with rank {peer} at {target} failed: "
-                              f"{code.name if code else type(exc).__name__}: {detail}")
+        return rpc_error(self._grpc, exc, self.ctx.rank, peer, target, step, connecting,
+                         self._connect_window, self.ctx.timeout)
 
     # -- run -------------------------------------------------------------------
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
@@ -501,7 +412,7 @@ class GrpcTransport(Transport):
         if role == "dst":
             return self._serve_wait(peer, op)
         stub = self._stub(peer)
-        esize = _ELEM.get(dtype, 1)
+        esize = ELEM.get(dtype, 1)
         try:
             if op == "sendrecv" and mode == "lat":
                 res = self._lat(stub, nbytes, iters, warmup)
@@ -593,7 +504,7 @@ class GrpcTransport(Transport):
             t_end = time.perf_counter_ns()
         got = bad = 0
         for a in acks:
-            n, b = _ACK.unpack(a)
+            n, b = ACK.unpack(a)
             got, bad = got + n, bad + b
         res = self._bw_result(stamp_lists, t_end, nbytes, iters, {})
         expected = iters + sum(warms)
@@ -644,25 +555,25 @@ class GrpcTransport(Transport):
         return max(1, min(iters, 3))
 
     def _push_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
-        msgs = [pattern(nbytes, _seed(self.ctx.rank, peer, i, 0)) for i in range(self._n_check(iters))]
-        n, bad = _ACK.unpack(stub["Push"](iter(msgs), metadata=self._meta(nbytes, len(msgs), esize, True),
+        msgs = [pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0)) for i in range(self._n_check(iters))]
+        n, bad = ACK.unpack(stub["Push"](iter(msgs), metadata=self._meta(nbytes, len(msgs), esize, True),
                                           timeout=self.ctx.timeout))
         return bad + abs(n - len(msgs)) * max(1, nbytes // esize)
 
     def _lat_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
         bad = 0
         for i in range(self._n_check(iters)):
-            msg = pattern(nbytes, _seed(self.ctx.rank, peer, i, 0))
+            msg = pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0))
             bad += count_wrong(stub["Ping"](msg, timeout=self.ctx.timeout), msg, esize)
         return bad
 
     def _bidir_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
         k = self._n_check(iters)
-        msgs = [pattern(nbytes, _seed(self.ctx.rank, peer, i, 0)) for i in range(k)]
+        msgs = [pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0)) for i in range(k)]
         call = stub["Bidir"](iter(msgs), metadata=self._meta(nbytes, k, esize, True), timeout=self.ctx.timeout)
         bad = n = 0
         for msg in call:
-            bad += count_wrong(msg, pattern(nbytes, _seed(peer, self.ctx.rank, n, 1)), esize)
+            bad += count_wrong(msg, pattern(nbytes, message_seed(peer, self.ctx.rank, n, 1)), esize)
             n += 1
         tm = dict(call.trailing_metadata() or ())
         bad += int(tm.get("cb-wrong", 0))
@@ -684,28 +595,3 @@ class GrpcTransport(Transport):
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
-
-
-def _details(exc) -> str:
-    try:
-        d = exc.details() or ""
-    except Exception:  # noqa: BLE001
-        d = str(exc)
-    return " ".join(d.split())[:300]
-
-
-def _is_tls(exc) -> bool:
-    d = _details(exc).lower()
-    return any(w in d for w in ("ssl", "tls", "handshake", "certificate"))
-
-
-def _tls_reason(detail: str) -> str:
-    d = detail.lower()
-    if "certificate_verify_failed" in d or "verify" in d:
-        return "certificate not trusted by the CA in use"
-    if "certificate_required" in d or "peer did not return a certificate" in d:
-        return "the server requires a client certificate"
-    if "wrong_version_number" in d or "record" in d:
-        return "one side speaks TLS and the other plaintext"
-    tail = detail.split(":")[-1].strip()
-    return tail or "handshake failed"

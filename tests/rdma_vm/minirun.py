@@ -5,7 +5,7 @@ to start, so the in-VM tests fork ranks from one already-started interpreter and
 give them a file-backed store with the same calls as comm_bench.rendezvous.Store
 (set/get/all_gather/barrier). The transport code under test is the real one;
 only the rendezvous is a stand-in. `comm-bench sweep` itself (with the torch
-store) is exercised by test_sweep_cli.py when COMM_BENCH_VM_SWEEP=1.
+store) is exercised by test_sweep_cli.py.
 """
 from __future__ import annotations
 
@@ -40,11 +40,15 @@ class FileStore:
     def get(self, key) -> bytes:
         deadline = time.monotonic() + self.timeout
         path = self._path(key)
+        pause = 0.0005
         while not os.path.exists(path):
             if time.monotonic() > deadline:
                 from comm_bench.errors import RunFailed
                 raise RunFailed(f"rank {self.rank}: timed out waiting for '{key}' in the store")
-            time.sleep(0.0005)
+            # back off to 10 ms: a rank waiting out its peer's bandwidth run must not take
+            # the (emulated) CPUs from it; torch's store blocks in the kernel instead
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.01)
         with open(path, "rb") as f:
             return f.read()
 
