@@ -1,4 +1,9 @@
 """The rdma transport on a real ibverbs device (Soft-RoCE rxe0 in the VM)."""
+import json
+import os
+import shlex
+import subprocess
+import sys
 import time
 
 import pytest
@@ -117,6 +122,35 @@ def test_missing_gid_index():
 def test_missing_port():
     err, code = _one_error(run_ranks(2, lambda t, r: None, options={"ib_port": 2}, timeout=5))
     assert code == 2 and "rxe0 has no port 2" in err
+
+
+def test_port_not_active():
+    """A second Soft-RoCE device on a dummy link that is down: its port is not ACTIVE."""
+    subprocess.run(["ip", "link", "add", "cbdown0", "type", "dummy"], check=True)
+    try:
+        subprocess.run(["rdma", "link", "add", "rxe1", "type", "rxe", "netdev", "cbdown0"], check=True)
+        try:
+            err, code = _one_error(run_ranks(2, lambda t, r: None, options={"device": "rxe1"}, timeout=5))
+        finally:
+            subprocess.run(["rdma", "link", "delete", "rxe1"], check=False)
+    finally:
+        subprocess.run(["ip", "link", "delete", "cbdown0"], check=False)
+    assert code == 2 and "port 1 of rxe1 is" in err and "not ACTIVE" in err, err
+
+
+def test_memlock_limit_too_low():
+    """No CAP_IPC_LOCK (an unprivileged user) and a 64 KiB locked-memory limit: one line
+    that says how to raise it, before any memory is registered."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = (f"import json, sys; sys.path.insert(0, {here!r}); from minirun import run_ranks; "
+              f"print(json.dumps(run_ranks(2, lambda t, r: None, max_bytes=8 << 20, timeout=10)[0]))")
+    cmd = (f"ulimit -l 64 && exec setpriv --reuid=65534 --regid=65534 --clear-groups "
+           f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=180, cwd="/tmp")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rank0 = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rank0.get("exit") == 2 and "\n" not in rank0["error"], rank0
+    assert "locked-memory limit (64 KiB)" in rank0["error"] and "ulimit -l" in rank0["error"], rank0
 
 
 def test_dmabuf_is_refused_plainly():
