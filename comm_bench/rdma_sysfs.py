@@ -152,16 +152,16 @@ def _has_cap_ipc_lock() -> bool:
 
 
 def cpu_numa_node() -> int:
-    """NUMA node of the CPUs this process may run on (the first one), -1 if unknown."""
+    """The NUMA node this process is pinned to (every CPU it may run on is there);
+    -1 when it may run on several nodes, or when that is unknown."""
     try:
         cpus = os.sched_getaffinity(0)
         nodes = [n for n in os.listdir("/sys/devices/system/node") if n.startswith("node")]
     except OSError:
         return -1
-    for node in sorted(nodes):
-        if min(cpus) in _cpulist(_read(f"/sys/devices/system/node/{node}/cpulist")):
-            return int(node[4:])
-    return -1
+    mine = {int(node[4:]) for node in nodes
+            if cpus & _cpulist(_read(f"/sys/devices/system/node/{node}/cpulist"))}
+    return mine.pop() if len(mine) == 1 else -1
 
 
 def _cpulist(text: str) -> set:
@@ -175,15 +175,18 @@ def _cpulist(text: str) -> set:
     return out
 
 
-def pick_device(spec, local_rank: int) -> str:
+def pick_device(spec, local_rank: int, cpu_node=None) -> str:
     """--device: None/'' -> the first device; 'a,b,...' -> one per local rank;
-    'auto' -> a NUMA-local device (local ranks spread over the devices of their node)."""
+    'auto' -> one per local rank, NUMA-local: a rank pinned to a NUMA node (numactl,
+    the launcher's binding) takes that node's devices in turn; an unpinned rank takes
+    the devices in NUMA order, so local ranks 0..N-1 spread over all of them."""
     devs = devices()
     if not spec:
         return devs[0] if devs else ""
     if spec == "auto":
-        node = cpu_numa_node()
-        local = [d for d in devs if numa_node(d) == node] or devs
-        return local[local_rank % len(local)] if local else ""
+        node = cpu_numa_node() if cpu_node is None else cpu_node
+        in_numa_order = sorted(devs, key=lambda d: (numa_node(d), d))
+        pool = [d for d in in_numa_order if node >= 0 and numa_node(d) == node] or in_numa_order
+        return pool[local_rank % len(pool)] if pool else ""
     names = [s.strip() for s in str(spec).split(",") if s.strip()]
     return names[local_rank % len(names)]

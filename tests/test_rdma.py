@@ -112,6 +112,23 @@ def test_rdma_sysfs_helpers(tmp_path, monkeypatch):
     assert rdma_sysfs.pick_device("a,b", 3) == "b"
 
 
+def test_auto_device_is_numa_local(tmp_path, monkeypatch):
+    """--device auto: four NICs, two per NUMA node (named against their order)."""
+    from comm_bench import rdma_sysfs
+
+    for name, node in (("mlx5_0", 1), ("mlx5_1", 0), ("mlx5_2", 1), ("mlx5_3", 0)):
+        (tmp_path / name / "device").mkdir(parents=True)
+        (tmp_path / name / "device" / "numa_node").write_text(f"{node}\n")
+    monkeypatch.setattr(rdma_sysfs, "ROOT", str(tmp_path))
+    # unpinned ranks: every NIC once, node 0's first
+    assert [rdma_sysfs.pick_device("auto", r, cpu_node=-1) for r in range(4)] == \
+        ["mlx5_1", "mlx5_3", "mlx5_0", "mlx5_2"]
+    # ranks pinned to node 1 (local ranks 2 and 3 of a 4-rank node) use node 1's NICs
+    assert [rdma_sysfs.pick_device("auto", r, cpu_node=1) for r in (2, 3)] == ["mlx5_0", "mlx5_2"]
+    assert rdma_sysfs.pick_device("auto", 0, cpu_node=5) == "mlx5_1"  # no NIC there: any, in order
+    assert rdma_sysfs.cpu_numa_node() in (-1, 0)  # this host: one node, or unknown
+
+
 # -- inside the Soft-RoCE VM ---------------------------------------------------------
 @pytest.fixture(scope="session")
 def vm_run(tmp_path_factory):
