@@ -76,14 +76,26 @@ class Ticks {
       tsc_ = r[3] & (1u << 8);  // invariant TSC: constant rate, ticks through sleep states
     }
     if (tsc_) {  // 20 ms against the monotonic clock: an error well under 0.1%
-      uint64_t n0 = now_ns(), t0 = rdtsc(), n1 = n0, t1 = t0;
-      while (n1 - n0 < 20000000ull) { n1 = now_ns(); t1 = rdtsc(); }
+      uint64_t n0 = 0, t0 = 0, n1 = 0, t1 = 0;
+      same_moment(n0, t0);
+      do same_moment(n1, t1); while (n1 - n0 < 20000000ull);
       ns_per_tick_ = t1 > t0 ? double(n1 - n0) / double(t1 - t0) : 0;
       tsc_ = ns_per_tick_ > 0;
     }
 #endif
     if (!tsc_) ns_per_tick_ = 1.0;
   }
+#if defined(__x86_64__)
+  // A clock reading and the TSC at one moment: the tightest of 8 tries, so a
+  // preemption between the two reads (a loaded machine) cannot skew the rate.
+  static void same_moment(uint64_t& ns, uint64_t& ticks) {
+    uint64_t best = ~0ull;
+    for (int i = 0; i < 8; ++i) {
+      uint64_t a = rdtsc(), n = now_ns(), b = rdtsc();
+      if (b - a < best) { best = b - a; ns = n; ticks = a + (b - a) / 2; }
+    }
+  }
+#endif
   bool tsc_ = false;
   double ns_per_tick_ = 1.0;
 };

@@ -13,6 +13,9 @@ PYBIND11_MODULE(_C, m) {
         "min/max/avg/stdev/median/p99/p999 of per-iteration times");
   m.def("harness_overhead_ns", &cb::harness_overhead_ns, py::arg("iters"),
         py::call_guard<py::gil_scoped_release>(), "mean cost of one timed iteration with an empty body");
+  m.def("harness_timed_waits_us", &cb::harness_timed_waits_us, py::arg("iters"), py::arg("wait_ns"),
+        py::call_guard<py::gil_scoped_release>(),
+        "per-iteration times of iterations that each wait wait_ns on CLOCK_MONOTONIC");
 
   py::class_<cb::PeerAddr>(m, "PeerAddr")
       .def(py::init<int, std::string, int>(), py::arg("rank"), py::arg("host"), py::arg("port"));

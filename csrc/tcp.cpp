@@ -66,6 +66,18 @@ double harness_overhead_ns(size_t iters) {
   return double(loop.total_ns()) / double(iters);
 }
 
+std::vector<double> harness_timed_waits_us(size_t iters, uint64_t wait_ns) {
+  TimedLoop loop{iters};
+  loop.start();
+  for (size_t i = 0; i < iters; ++i) {
+    const uint64_t until = now_ns() + wait_ns;
+    while (now_ns() < until) {
+    }
+    loop.mark(i);
+  }
+  return loop.samples_us();
+}
+
 TcpMesh::TcpMesh(int rank, const std::string& bind_addr, int port, double timeout_s,
                  size_t max_bytes)
     : rank_(rank), timeout_s_(timeout_s), buf_(std::max<size_t>(max_bytes, 1)) {

@@ -52,5 +52,8 @@ int64_t count_pattern_errors(const char* buf, size_t n, uint64_t seed);
 
 // The harness's own cost per timed iteration: an empty TimedLoop body, mean ns.
 double harness_overhead_ns(size_t iters);
+// Per-iteration times (us) of a TimedLoop whose iterations each wait `wait_ns` on
+// CLOCK_MONOTONIC: checks the time-stamp conversion against the system clock.
+std::vector<double> harness_timed_waits_us(size_t iters, uint64_t wait_ns);
 
 }  // namespace cb
