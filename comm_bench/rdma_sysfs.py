@@ -185,8 +185,9 @@ def pick_device(spec, local_rank: int, cpu_node=None) -> str:
         return devs[0] if devs else ""
     if spec == "auto":
         node = cpu_numa_node() if cpu_node is None else cpu_node
-        in_numa_order = sorted(devs, key=lambda d: (numa_node(d), d))
-        pool = [d for d in in_numa_order if node >= 0 and numa_node(d) == node] or in_numa_order
+        node_of = {d: numa_node(d) for d in devs}
+        in_numa_order = sorted(devs, key=lambda d: (node_of[d], d))
+        pool = [d for d in in_numa_order if node >= 0 and node_of[d] == node] or in_numa_order
         return pool[local_rank % len(pool)] if pool else ""
     names = [s.strip() for s in str(spec).split(",") if s.strip()]
     return names[local_rank % len(names)]

@@ -64,11 +64,6 @@ class Watchdog:
             pass
         return None
 
-    def stop_for(self, failure: dict, linger: float = 0.0):
-        """Record `failure` (another rank's), name it, keep the store up for
-        `linger` seconds so every rank can read the abort, and exit 1."""
-        self._abort(failure, linger)
-
     # -- the thread ----------------------------------------------------------
     def _loop(self):
         last_seen = {r: (None, time.monotonic()) for r in range(self.world_size)}
@@ -76,13 +71,13 @@ class Watchdog:
             try:
                 self._client.add(f"cb/hb/{self.rank}", 1)
                 if self._client.check([ABORT_KEY]):
-                    self._abort(json.loads(self._client.get(ABORT_KEY)))
+                    self.stop_for(json.loads(self._client.get(ABORT_KEY)))
                 if self.rank == 0:
                     self._watch(last_seen)
             except Exception as exc:  # noqa: BLE001 - the store (rank 0) stopped answering
                 if self._stop.is_set():
                     return
-                self._abort({"rank": 0, "host": self.rank_hosts[0],
+                self.stop_for({"rank": 0, "host": self.rank_hosts[0],
                              "reason": f"stopped answering (the rendezvous store on rank 0 did not "
                                        f"respond within {self.stale_after:.0f} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"})
 
@@ -101,9 +96,11 @@ class Watchdog:
                 self._client.set(ABORT_KEY, json.dumps(failure))
                 # record it before the others exit: their leaving makes this rank's own
                 # collectives fail, and that must not pass for the cause
-                self._abort(failure, linger=2.5)
+                self.stop_for(failure, linger=2.5)
 
-    def _abort(self, failure: dict, linger: float = 0.0):
+    def stop_for(self, failure: dict, linger: float = 0.0):
+        """Record `failure` (another rank's), name it, keep the store up for
+        `linger` seconds so every rank can read the abort, and exit 1."""
         if self._stop.is_set() or failure.get("rank") == self.rank:
             return
         self._aborting.acquire()  # never released: this process ends below

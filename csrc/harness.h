@@ -57,7 +57,6 @@ class Ticks {
     static const Ticks t;
     return t;
   }
-  bool tsc() const { return tsc_; }
   double ns_per_tick() const { return ns_per_tick_; }
   uint64_t now() const {
 #if defined(__x86_64__)

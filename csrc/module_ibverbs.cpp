@@ -39,6 +39,18 @@ py::dict loop_to_dict(const LoopResult& r) {
   return d;
 }
 
+// Runs a timed loop without the GIL (the watchdog thread keeps beating), then
+// converts its result with the GIL held again.
+template <class Loop>
+py::dict loop_without_gil(Loop&& loop) {
+  LoopResult r;
+  {
+    py::gil_scoped_release release;
+    r = loop();
+  }
+  return loop_to_dict(r);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ibverbs, m) {
@@ -95,23 +107,13 @@ PYBIND11_MODULE(_ibverbs, m) {
       .def("stream", [](Engine& e, int peer, const std::string& op, size_t nbytes, int64_t sends,
                         int64_t recvs_total, bool timed) {
         cb::Op o = cb::parse_op(op);
-        LoopResult r;
-        {
-          py::gil_scoped_release release;
-          r = e.stream(peer, o, nbytes, sends, recvs_total, timed);
-        }
-        return loop_to_dict(r);
+        return loop_without_gil([&] { return e.stream(peer, o, nbytes, sends, recvs_total, timed); });
       }, py::arg("peer"), py::arg("op"), py::arg("nbytes"), py::arg("sends"), py::arg("recvs_total"),
          py::arg("timed"))
       .def("pingpong", [](Engine& e, int peer, const std::string& op, size_t nbytes, int64_t iters,
                           bool initiator, bool timed) {
         cb::Op o = cb::parse_op(op);
-        LoopResult r;
-        {
-          py::gil_scoped_release release;
-          r = e.pingpong(peer, o, nbytes, iters, initiator, timed);
-        }
-        return loop_to_dict(r);
+        return loop_without_gil([&] { return e.pingpong(peer, o, nbytes, iters, initiator, timed); });
       }, py::arg("peer"), py::arg("op"), py::arg("nbytes"), py::arg("iters"), py::arg("initiator"),
          py::arg("timed"));
 }
