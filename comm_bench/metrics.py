@@ -18,13 +18,27 @@ def slowest_per_iteration(per_rank_samples: list) -> list:
     return [max(vals) for vals in zip(*per_rank_samples)]
 
 
+# What the two time figures of a record are, where a GPU transport measured them apart.
+BATCH_TIMING = {"time_us": "pass 1: events around all iterations / iters",
+                "latency_us": "pass 2: an event after each iteration"}
+
+
 def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
                 iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
-                elem: int) -> dict:
+                elem: int, mean_us: float | None = None, reverse_mean_us: float | None = None) -> dict:
+    """mean_us: the batch-timed time per iteration (else the samples' mean);
+    reverse_mean_us: a concurrent bidirectional pair's other direction (same size)."""
     o = ops_mod.get(op)
     lat = stats(samples_us)
-    time_us = lat["avg"]
+    time_us = lat["avg"] if mean_us is None else float(mean_us)
     extra = dict(extra or {})
+    if mean_us is not None:
+        extra["timing"] = BATCH_TIMING
+    if reverse_mean_us:  # per direction in algbw, both directions added up here
+        forward = size / time_us / 1e3 if time_us > 0 else 0.0
+        reverse = size / float(reverse_mean_us) / 1e3
+        extra["per_direction_gbps"] = {"src->dst": forward, "dst->src": reverse}
+        extra["total_gbps"] = forward + reverse
     algbw = size / time_us / 1e3 if time_us > 0 else 0.0       # GB/s, 1 GB = 1e9 B
     bw_peak = extra.pop("bw_peak", size / lat["min"] / 1e3 if lat["min"] > 0 else 0.0)
     rec = {

@@ -188,20 +188,22 @@ class _RankRun:
         size = ops_mod.get(op).round_size(size, self.n, self.elem)
         res = self._run(op, size)
         got = self.store.gather_to(0, "cb/res", {"samples": res.samples_us, "wrong": res.wrong,
-                                                 "extra": res.extra})
+                                                 "extra": res.extra, "mean_us": res.mean_us})
         if self.rank == 0:
             samples = slowest_per_iteration([g["samples"] for g in got])
+            means = [g["mean_us"] for g in got if g["mean_us"] is not None]
             self._emit(make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern="collective",
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
-                extra=got[0]["extra"], elem=self.elem), f"{op} {size} B")
+                extra=got[0]["extra"], elem=self.elem, mean_us=_ranks_time(op, means)), f"{op} {size} B")
 
     def _pairs(self, op, size, round_idx, pairs):
         size = ops_mod.get(op).round_size(size, 2, self.elem)
         peer, role = my_pair(pairs, self.rank)
         res = self._run(op, size, peer, role) if peer is not None else None
-        mine = None if res is None else {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra}
+        mine = None if res is None else {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra,
+                                         "mean_us": res.mean_us}
         got = self.store.gather_to(0, "cb/res", mine)
         if self.rank != 0:
             return
@@ -211,7 +213,8 @@ class _RankRun:
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
-                elem=self.elem)
+                elem=self.elem, mean_us=s["mean_us"],
+                reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None)
             if d["extra"]:
                 rec["extra"]["dst"] = d["extra"]
             rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
@@ -226,6 +229,14 @@ class _RankRun:
             self.writer.append(record)
         self.progress.line(row(record))
         self.progress.advance(description)
+
+
+def _ranks_time(op, means):
+    """One time from the ranks' batch times: a collective's is their average, as nccl-tests
+    reports it; local copies running on every GPU at once take as long as the slowest."""
+    if not means:
+        return None
+    return sum(means) / len(means) if op in ops_mod.COLLECTIVES else max(means)
 
 
 def _topology_snapshot():

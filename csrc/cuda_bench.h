@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ bool can_access_peer(int dev, int peer);
 int numa_node_count();
 
 struct CopyResult {
-  std::vector<double> samples_us;
+  double mean_us = 0;              // pass 1: events around `iters` copies / iters
+  std::vector<double> samples_us;  // pass 2: an event after each copy (empty if not asked)
   uint64_t wrong = 0;            // wrong bytes found by the data check
   bool blocking_timed_out = false;  // the blocking kernel released itself before the host
   int numa_node = -1;            // node the host buffers were placed on (-1: not placed)
@@ -54,10 +56,13 @@ class CopyBench {
   // Opens a peer's exported buffer (from another process); returns a slot for run().
   int open_peer(const std::string& handle, int peer_device, size_t bytes);
   // kind: h2d d2h bidir d2d peer peer_read peer_bidir; method: ce | sm;
-  // host_mem: pinned | pageable.
+  // host_mem: pinned | pageable. peer_bidir is one direction of a concurrent pair:
+  // gate_role 1 (leader) or 2 (follower), both ranks run it at once, and sync(step)
+  // is the handshake between them (see cuda_copy.cu).
   CopyResult run(const std::string& kind, const std::string& method, const std::string& host_mem,
                  size_t nbytes, int iters, int warmup, bool check, int peer_slot,
-                 double timeout_s);
+                 double timeout_s, bool per_iteration = true, int gate_role = 0,
+                 const std::function<void(int)>& sync = {});
   // Frees host and device buffers (not the exported one).
   void release_buffers();
 
@@ -77,9 +82,9 @@ bool nccl_loaded();
 std::string nccl_unique_id();  // 128 bytes
 
 struct NcclResult {
-  std::vector<double> samples_us;
-  uint64_t wrong = 0;   // wrong elements found by the data check
-  bool graph_per_iter = true;  // false: graph mode gave only a total, samples are the mean
+  double mean_us = 0;               // pass 1: events around the batch of launches / iters
+  std::vector<double> samples_us;   // pass 2: an event after each launch (empty if not asked)
+  uint64_t wrong = 0;               // wrong elements found by the data check
 };
 
 class NcclBench {
@@ -93,11 +98,10 @@ class NcclBench {
   // nbytes: the size column S (see docs/internal-contracts.md)
   NcclResult run(const std::string& op, size_t nbytes, const std::string& dtype,
                  const std::string& redop, int root, int peer, int iters, int warmup,
-                 bool in_place, int graph, bool check, double timeout_s);
+                 bool in_place, int graph, bool check, double timeout_s, bool per_iteration = true);
   int rank() const;
   int nranks() const;
-  void destroy();   // ncclCommDestroy (also on destruction)
-  void abort();     // ncclCommAbort
+  void destroy();   // ncclCommDestroy (ncclCommAbort after a failure); also on destruction
 
  private:
   struct Impl;

@@ -3,9 +3,12 @@
 // copy engine (cudaMemcpyAsync) or by an SM copy kernel, with pinned or
 // pageable host memory placed on the GPU's NUMA node.
 //
-// Timing: a blocking kernel holds the stream while the host queues a batch of
-// copies with an event after each; the host then releases it, so the copies
-// run back to back and each sample is the GPU time between two events.
+// Timing: a blocking kernel holds the stream while the host queues the copies; the
+// host then releases it, so the copies run back to back. The figure is the GPU time
+// between an event before and an event after `iters` copies, / iters (nvbandwidth);
+// a second pass with an event after each copy gives the per-iteration spread.
+// peer_bidir is nvbandwidth's bidirectional write: both GPUs of a pair write to each
+// other at once, each rank timing its own direction, started together by a gate.
 // Pageable copies cannot be queued behind a blocked stream (the driver stages
 // them through the host), so they are timed with events and no blocking kernel.
 #include <cuda_runtime.h>
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -305,10 +309,15 @@ struct DeviceBuffer {
   ~DeviceBuffer() { free(); }
 };
 
+// An exported buffer: a write half, a read half, then the gate word of concurrent
+// (peer_bidir) batches that this rank leads.
+constexpr size_t kGateBytes = 256;
+
 struct Peer {
   void* base = nullptr;  // the peer's exported buffer, mapped here
   size_t bytes = 0;      // per half
   int device = -1;
+  int* gate() const { return reinterpret_cast<int*>(static_cast<char*>(base) + 2 * bytes); }
 };
 
 struct CopyBench::Impl {
@@ -327,6 +336,10 @@ struct CopyBench::Impl {
   std::vector<cudaEvent_t> ev0, ev1;
 
   void use() { CB_CUDA(cudaSetDevice(dev), "selecting GPU " + std::to_string(dev)); }
+  volatile int* gate() {
+    if (!exported) throw Error("no peer buffer exported for a concurrent copy");
+    return reinterpret_cast<volatile int*>(static_cast<char*>(exported) + 2 * exported_half);
+  }
 
   void ensure_host(HostBuffer& b, size_t n, bool pinned) {
     if (b.p && b.bytes >= n && b.pinned == pinned) return;
@@ -432,7 +445,8 @@ std::string CopyBench::export_peer_buffer(size_t bytes) {
   m.use();
   bytes = std::max<size_t>((bytes + 255) / 256 * 256, 256);
   if (m.exported) cudaFree(m.exported);
-  CB_CUDA(cudaMalloc(&m.exported, 2 * bytes), "allocating the buffer peers copy into");
+  CB_CUDA(cudaMalloc(&m.exported, 2 * bytes + kGateBytes), "allocating the buffer peers copy into");
+  CB_CUDA(cudaMemset(m.exported, 0, 2 * bytes + kGateBytes), "clearing the buffer peers copy into");
   m.exported_half = bytes;
   cudaIpcMemHandle_t h;
   CB_CUDA(cudaIpcGetMemHandle(&h, m.exported), "exporting the peer buffer (cudaIpcGetMemHandle)");
@@ -456,7 +470,8 @@ int CopyBench::open_peer(const std::string& handle, int peer_device, size_t byte
 }
 
 CopyResult CopyBench::run(const std::string& kind, const std::string& method, const std::string& host_mem,
-                          size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout_s) {
+                          size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout_s,
+                          bool per_iteration, int gate_role, const std::function<void(int)>& sync) {
   Impl& m = *impl_;
   m.use();
   const bool sm = method == "sm";
@@ -525,11 +540,6 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
     src0 = peer_r;
     dst0 = m.ddst.p;
   }
-  if (kind == "peer_bidir") {
-    m.ensure_dev(m.ddst, nbytes);
-    src1 = peer_r;
-    dst1 = m.ddst.p;
-  }
   const bool two = src1 != nullptr;
   // kernels address pinned host memory through its device mapping
   void* k_src0 = (sm && host_src0) ? m.host_dev_ptr(src0) : src0;
@@ -576,19 +586,79 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   wait_event(m.ev0[0], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " warm-up");
   wait_event(m.ev1[0], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " warm-up");
 
+  // The stream is held by a blocking kernel while the host queues a batch, so launch gaps
+  // are not timed (nvbandwidth). A gated batch (peer_bidir) waits on a gate both ranks of
+  // the pair watch: the leader's own, in its exported buffer; the follower watches the
+  // leader's through the peer mapping (or its own host flag where it has no P2P access).
   const bool blocking = pinned || !uses_host;
+  volatile int* gate = nullptr;
+  bool own_host_gate = true;
+  if (gate_role == 1) {
+    gate = m.gate();
+    own_host_gate = false;
+  } else if (gate_role == 2 && can_access_peer(m.dev, peer->device)) {
+    gate = reinterpret_cast<volatile int*>(peer->gate());
+    own_host_gate = false;
+  }
+  // sync(2b): the leader has closed its gate for batch b (leader posts, follower waits);
+  // sync(2b + 1): the follower has queued batch b (follower posts, leader waits).
+  auto hold = [&](int b) {
+    if (gate_role == 1) {  // close the gate before the follower may queue behind it
+      CB_CUDA(cudaMemsetAsync(const_cast<int*>(gate), 0, sizeof(int), m.s1), "closing the gate");
+      CB_CUDA(cudaStreamSynchronize(m.s1), "closing the gate");
+    }
+    if (gate_role) sync(2 * b);
+    if (!blocking) return;
+    m.flags[0] = 0;
+    m.flags[1] = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    volatile int* flag = own_host_gate ? m.flags_dev : gate;
+    spin_kernel<<<1, 1, 0, m.s0>>>(flag, m.flags_dev + 1, uint64_t(2e9));
+    CB_LAUNCHED("launching the blocking kernel");
+  };
+  auto release = [&](int b) {
+    if (gate_role) sync(2 * b + 1);
+    if (gate_role == 1) {
+      m.flags[2] = 1;
+      CB_CUDA(cudaMemcpyAsync(const_cast<int*>(gate), m.flags + 2, sizeof(int), cudaMemcpyHostToDevice, m.s1),
+              "opening the gate");
+    }
+    if (blocking && own_host_gate) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      *reinterpret_cast<volatile int*>(&m.flags[0]) = 1;
+    }
+  };
+
+  // Pass 1, the figure: a start event, `iters` copies queued back to back on each
+  // stream, an end event per stream; time = the slower stream's span / iters.
+  m.ensure_events(2);
+  hold(0);
+  cudaEventRecord(m.ev0[0], m.s0);
+  if (two) CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[0], 0), "joining streams");
+  for (int i = 0; i < iters; ++i) {
+    enqueue(m.s0, 0);
+    if (two) enqueue(m.s1, 1);
+  }
+  CB_CUDA(cudaEventRecord(m.ev0[1], m.s0), "recording an event");
+  if (two) CB_CUDA(cudaEventRecord(m.ev1[1], m.s1), "recording an event");
+  release(0);
+  wait_event(m.ev0[1], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
+  if (two) wait_event(m.ev1[1], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
+  if (blocking && *reinterpret_cast<volatile int*>(&m.flags[1])) res.blocking_timed_out = true;
+  {
+    float ms0 = 0, ms1 = 0;
+    CB_CUDA(cudaEventElapsedTime(&ms0, m.ev0[0], m.ev0[1]), "reading event times");
+    if (two) CB_CUDA(cudaEventElapsedTime(&ms1, m.ev0[0], m.ev1[1]), "reading event times");
+    res.mean_us = double(std::max(ms0, ms1)) * 1e3 / iters;
+  }
+
+  // Pass 2, the spread: batches with an event after each iteration.
   const int batch = 64;
   m.ensure_events(batch + 1);
-  res.samples_us.reserve(iters);
-  for (int done = 0; done < iters;) {
+  res.samples_us.reserve(per_iteration ? iters : 0);
+  for (int done = 0, b = 1; per_iteration && done < iters; ++b) {
     int nb = std::min(batch, iters - done);
-    if (blocking) {
-      m.flags[0] = 0;
-      m.flags[1] = 0;
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      spin_kernel<<<1, 1, 0, m.s0>>>(m.flags_dev, m.flags_dev + 1, uint64_t(2e9));
-      CB_LAUNCHED("launching the blocking kernel");
-    }
+    hold(b);
     cudaEventRecord(m.ev0[0], m.s0);
     for (int i = 0; i < nb; ++i) {
       if (two) {  // both directions start together; the iteration ends when both have
@@ -602,10 +672,7 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
       }
       CB_CUDA(cudaEventRecord(m.ev0[i + 1], m.s0), "recording an event");
     }
-    if (blocking) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      *reinterpret_cast<volatile int*>(&m.flags[0]) = 1;
-    }
+    release(b);
     wait_event(m.ev0[nb], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
     if (blocking && *reinterpret_cast<volatile int*>(&m.flags[1])) res.blocking_timed_out = true;
     for (int i = 0; i < nb; ++i) {

@@ -1,6 +1,7 @@
 // comm_bench._cuda: CUDA copies (cuda_copy.cu) and NCCL (nccl_bench.cu, libnccl
 // loaded at run time). Every call that waits on the GPU or on peers releases the GIL.
 #include <pybind11/pybind11.h>
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "cuda_bench.h"
@@ -67,13 +68,23 @@ PYBIND11_MODULE(_cuda, m) {
            py::arg("handle"), py::arg("peer_device"), py::arg("bytes"))
       .def("run",
            [](CopyBench& b, const std::string& kind, const std::string& method, const std::string& host_mem,
-              size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout) {
+              size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout,
+              bool per_iteration, int gate_role, py::object sync) {
+             // the handshake of a concurrent pair runs in Python (the rendezvous store)
+             std::function<void(int)> step;
+             if (!sync.is_none())
+               step = [sync](int k) {
+                 py::gil_scoped_acquire gil;
+                 sync(k);
+               };
              CopyResult r;
              {
                py::gil_scoped_release nogil;
-               r = b.run(kind, method, host_mem, nbytes, iters, warmup, check, peer_slot, timeout);
+               r = b.run(kind, method, host_mem, nbytes, iters, warmup, check, peer_slot, timeout, per_iteration,
+                         gate_role, step);
              }
              py::dict o;
+             o["mean_us"] = r.mean_us;
              o["samples_us"] = r.samples_us;
              o["wrong"] = r.wrong;
              o["blocking_timed_out"] = r.blocking_timed_out;
@@ -82,7 +93,8 @@ PYBIND11_MODULE(_cuda, m) {
            },
            py::arg("kind"), py::arg("method") = "ce", py::arg("host_mem") = "pinned", py::arg("nbytes"),
            py::arg("iters"), py::arg("warmup") = 5, py::arg("check") = false, py::arg("peer_slot") = -1,
-           py::arg("timeout") = 600.0)
+           py::arg("timeout") = 600.0, py::arg("per_iteration") = true, py::arg("gate_role") = 0,
+           py::arg("sync") = py::none())
       .def("release_buffers", &CopyBench::release_buffers, py::call_guard<py::gil_scoped_release>());
 
   m.def("nccl_load",
@@ -111,22 +123,22 @@ PYBIND11_MODULE(_cuda, m) {
       .def("run",
            [](NcclBench& b, const std::string& op, size_t nbytes, const std::string& dtype,
               const std::string& redop, int root, int peer, int iters, int warmup, bool in_place, int graph,
-              bool check, double timeout) {
+              bool check, double timeout, bool per_iteration) {
              NcclResult r;
              {
                py::gil_scoped_release nogil;
-               r = b.run(op, nbytes, dtype, redop, root, peer, iters, warmup, in_place, graph, check, timeout);
+               r = b.run(op, nbytes, dtype, redop, root, peer, iters, warmup, in_place, graph, check, timeout,
+                         per_iteration);
              }
              py::dict o;
+             o["mean_us"] = r.mean_us;
              o["samples_us"] = r.samples_us;
              o["wrong"] = r.wrong;
-             o["graph_per_iter"] = r.graph_per_iter;
              return o;
            },
            py::arg("op"), py::arg("nbytes"), py::arg("dtype") = "float32", py::arg("redop") = "sum",
            py::arg("root") = 0, py::arg("peer") = -1, py::arg("iters") = 20, py::arg("warmup") = 5,
            py::arg("in_place") = false, py::arg("graph") = 0, py::arg("check") = false,
-           py::arg("timeout") = 600.0)
-      .def("destroy", &NcclBench::destroy, py::call_guard<py::gil_scoped_release>())
-      .def("abort", &NcclBench::abort, py::call_guard<py::gil_scoped_release>());
+           py::arg("timeout") = 600.0, py::arg("per_iteration") = true)
+      .def("destroy", &NcclBench::destroy, py::call_guard<py::gil_scoped_release>());
 }

@@ -1,10 +1,10 @@
 // NCCL collectives and point-to-point ops, timed in native code.
 //
-// libnccl is loaded at run time (nccl_loader.h). Each op is launched from the
-// host back to back, as nccl-tests does, with an event after each launch;
-// a sample is the GPU time between consecutive events. With graph mode the
-// timed ops are captured once into a CUDA graph (events as external record
-// nodes) and the graph is replayed. Data are checked on the GPU against the
+// libnccl is loaded at run time (nccl_loader.h). The figure is nccl-tests': the
+// GPU time between two events around `iters` launches queued back to back, divided
+// by `iters`; with graph mode (nccl-tests' -G N) the `iters` launches are captured
+// into one CUDA graph that is launched N times between the two events. A second
+// pass with an event after each launch gives the per-iteration spread. Data are checked on the GPU against the
 // values of comm_bench/ops.py: value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -318,16 +318,9 @@ void NcclBench::destroy() {
   m.comm = nullptr;
 }
 
-void NcclBench::abort() {
-  Impl& m = *impl_;
-  if (!m.comm) return;
-  api().CommAbort(m.comm);
-  m.comm = nullptr;
-}
-
 NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::string& dtype,
                           const std::string& redop_name, int root, int peer, int iters, int warmup,
-                          bool in_place, int graph, bool check, double timeout_s) {
+                          bool in_place, int graph, bool check, double timeout_s, bool per_iteration) {
   Impl& m = *impl_;
   Api& a = api();
   if (!m.comm) throw Error("the NCCL communicator is closed");
@@ -414,59 +407,57 @@ NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::
   CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
   m.wait(m.ev[0], deadline, op_name + " warm-up");
 
+  // One untimed op queued right before a start event lines the ranks up on the GPUs:
+  // it completes on every rank at about the same moment, whenever each host got here
+  // (nccl-tests gets the same from a barrier before its timer starts).
+  auto align = [&]() {
+    if (n > 1) issue();
+  };
+  cudaEvent_t t0 = m.ev[iters], t1 = m.ev[iters + 1];
+
+  // Pass 1, the figure (nccl-tests' method): GPU time between two events around `iters`
+  // launches queued back to back, nothing else on the stream in between.
   if (graph > 0) {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
     CB_CUDA(cudaStreamBeginCapture(m.s, cudaStreamCaptureModeThreadLocal), "starting CUDA graph capture");
-    bool per_iter = cudaEventRecordWithFlags(m.ev[0], m.s, cudaEventRecordExternal) == cudaSuccess;
-    for (int i = 0; i < iters; ++i) {
-      issue();
-      if (per_iter) per_iter = cudaEventRecordWithFlags(m.ev[i + 1], m.s, cudaEventRecordExternal) == cudaSuccess;
-    }
+    for (int i = 0; i < iters; ++i) issue();
     cudaError_t ce = cudaStreamEndCapture(m.s, &g);
     if (ce != cudaSuccess) {
       m.broken = true;
       throw Error("rank " + std::to_string(r) + ": capturing " + op_name + " into a CUDA graph: " + cuda_err(ce));
     }
-    CB_CUDA(cudaGraphInstantiate(&ge, g, 0), "instantiating the CUDA graph");
-    cudaEvent_t t0 = m.ev[iters + 1];
-    cudaEvent_t t1;
-    CB_CUDA(cudaEventCreate(&t1), "creating an event");
-    float total_ms = 0;
+    ce = cudaGraphInstantiate(&ge, g, 0);
+    cudaGraphDestroy(g);
+    if (ce != cudaSuccess) throw Error("instantiating the CUDA graph: " + cuda_err(ce));
     try {
-      for (int launch = 0; launch < graph; ++launch) {
-        CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
+      CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");  // first launch uploads it
+      align();
+      CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
+      for (int launch = 0; launch < graph; ++launch)
         CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");
-        CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
-        m.wait(t1, deadline, op_name + " (CUDA graph)");
-      }
-      CB_CUDA(cudaEventElapsedTime(&total_ms, t0, t1), "reading event times");
-      std::vector<double> s;
-      for (int i = 0; per_iter && i < iters; ++i) {
-        float ms = 0;
-        if (cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]) != cudaSuccess) {
-          cudaGetLastError();
-          per_iter = false;
-          break;
-        }
-        s.push_back(double(ms) * 1e3);
-      }
-      if (per_iter) {
-        res.samples_us = s;
-      } else {
-        res.samples_us.assign(size_t(iters), double(total_ms) * 1e3 / iters);
-        res.graph_per_iter = false;
-      }
+      CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
+      m.wait(t1, deadline, op_name + " (CUDA graph)");
     } catch (...) {
-      cudaEventDestroy(t1);
       cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
       throw;
     }
-    cudaEventDestroy(t1);
     cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
   } else {
+    align();
+    CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
+    for (int i = 0; i < iters; ++i) issue();
+    CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
+    m.wait(t1, deadline, op_name);
+  }
+  float total_ms = 0;
+  CB_CUDA(cudaEventElapsedTime(&total_ms, t0, t1), "reading event times");
+  res.mean_us = double(total_ms) * 1e3 / (double(iters) * std::max(graph, 1));
+
+  // Pass 2, the spread: the same launches with an event after each (the events add a
+  // little time per launch, which is why the figure above comes from pass 1).
+  if (per_iteration) {
+    align();
     CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
     for (int i = 0; i < iters; ++i) {
       issue();

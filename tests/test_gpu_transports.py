@@ -147,3 +147,56 @@ def test_sweep_cuda_peer_matrix(tmp_results, copy):
     pairs = {(r["src"], r["dst"]) for r in doc["results"]}
     assert pairs == {(s, d) for s in range(n) for d in range(n) if s != d}
     assert all(r["extra"]["copy"] == copy for r in doc["results"])
+
+
+@needs_gpu
+def test_nccl_time_is_the_batch_not_the_samples(nccl1):
+    """time_us comes from pass 1 (two events around the batch), the samples from pass 2."""
+    r = nccl1.run("all_reduce", 8, "float32", "sum", 0, -1, 50, 5, False, 0, False, 60.0)
+    assert r["mean_us"] > 0 and len(r["samples_us"]) == 50
+    # pass 2 adds an event per launch: its mean can only be the same or longer
+    assert r["mean_us"] <= sum(r["samples_us"]) / 50 * 1.05
+    g = nccl1.run("all_reduce", 8, "float32", "sum", 0, -1, 50, 5, False, 4, False, 60.0)
+    assert g["mean_us"] > 0
+
+
+@needs_2_gpus
+def test_cudagraph_lowers_small_nccl_time(tmp_path):
+    """nccl-tests' -G: a graph of the iterations launched N times removes the launch cost
+    (2 x H200: ~11 us -> ~6 us for an 8 B all_reduce)."""
+    def time_8b(*extra):
+        out = str(tmp_path / f"g{len(extra)}.json")
+        proc = run_cli("sweep", "-t", "nccl", "--nprocs", "2", "--op", "all_reduce", "-b", "8", "-e", "8",
+                       "-n", "50", "-w", "5", "--no-progress", "-o", out, *extra, timeout=300, env=ENV)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rec = load_results(out)["results"][0]
+        assert rec["extra"]["timing"]["time_us"].startswith("pass 1")
+        return rec["time_us"]
+
+    eager, graph = time_8b(), time_8b("-G", "10")
+    assert graph < 0.8 * eager, (eager, graph)
+
+
+@needs_2_gpus
+@pytest.mark.parametrize("copy", ["ce", "sm"])
+def test_peer_bidir_total_is_twice_one_direction(tmp_path, cuda_mod, copy):
+    """Both GPUs writing to each other at once (nvbandwidth's bidirectional write): on a
+    full-duplex link (NVLink, PCIe) each direction keeps about the one-way rate, so the
+    total is close to twice a one-direction peer copy."""
+    if not cuda_mod.can_access_peer(0, 1):
+        pytest.skip("GPU 0 cannot reach GPU 1 directly")
+    figures = {}
+    for op in ("peer", "peer_bidir"):
+        out = str(tmp_path / f"{op}.json")
+        proc = run_cli("sweep", "-t", "cuda", "--nprocs", "2", "--pattern", "pair", "--op", op, "--copy", copy,
+                       "-b", "256M", "-e", "256M", "-n", "10", "-w", "3", "-c", "--no-progress", "-o", out,
+                       timeout=300, env=ENV)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        figures[op] = load_results(out)["results"][0]
+        assert figures[op]["wrong"] == 0
+    one_way = figures["peer"]["algbw"]
+    bidir = figures["peer_bidir"]
+    directions = bidir["extra"]["per_direction_gbps"]
+    assert bidir["algbw"] == pytest.approx(directions["src->dst"])
+    assert bidir["extra"]["total_gbps"] == pytest.approx(directions["src->dst"] + directions["dst->src"])
+    assert bidir["extra"]["total_gbps"] > 1.8 * one_way, (one_way, directions)

@@ -6,13 +6,18 @@
    (libcudart through ctypes), each timed with CUDA events around its loop.
 2. Device-local copy: comm-bench CE and SM kernel vs torch's copy_.
 3. NCCL all_reduce at world size 1: comm-bench's native NCCL vs
-   torch.distributed.all_reduce, 8 B .. 1 GiB, in-place on one buffer each,
-   per-iteration events for both (the transports' own method).
+   torch.distributed.all_reduce, 8 B .. 1 GiB, in-place on one buffer each.
+4. nccl-ref: the CLI (`comm-bench sweep -t nccl`) vs tools/nccl_reference.cu, a
+   separate program timing NCCL the way nccl-tests does (threads, a barrier, two
+   events around `iters` launches), every collective and sendrecv, 8 B .. 2 GiB, at
+   world size 1 and 2, with and without -G; alternating rounds, ratio per size.
+5. peers: the CLI's peer (one direction) and peer_bidir (both GPUs writing to each
+   other at once) copies, copy engine and SM, at --peer-size.
 
 Methods alternate within each round; each figure is the median over rounds of
-the per-round mean. Run from the repository root after building:
+the per-round figure. Run from the repository root after building:
 
-    python tools/bench_gpu.py --out bench_gpu.json
+    python tools/bench_gpu.py --out bench_gpu.json [--only nccl-ref,peers --ref ./nccl_reference]
 """
 from __future__ import annotations
 
@@ -89,7 +94,7 @@ def bench_copies(torch, mod, dev, sizes, iters, rounds, log):
             runs = {"comm-bench": [], "torch": [], "cudaMemcpyAsync": []}
             for _ in range(rounds):
                 r = bench.run(direction, "ce", "pinned", size, iters, 3, False, -1, 120.0)
-                runs["comm-bench"].append(statistics.fmean(r["samples_us"]))
+                runs["comm-bench"].append(r["mean_us"])
                 runs["torch"].append(timed(lambda: dst.copy_(src, non_blocking=True)))
                 if lib is not None:
                     sp = stream.cuda_stream
@@ -111,18 +116,18 @@ def bench_copies(torch, mod, dev, sizes, iters, rounds, log):
     # bidirectional and pageable (comm-bench only, for the record)
     for size in sizes[-1:]:
         r = bench.run("bidir", "ce", "pinned", size, iters, 3, False, -1, 120.0)
-        t = statistics.fmean(r["samples_us"])
+        t = r["mean_us"]
         out.append({"test": "bidir", "size": size, "comm-bench": {"us": t, "gbps_per_direction": gbps(size, t),
                                                                    "gbps_total": 2 * gbps(size, t)}})
         log(f"bidir {size // MiB} MiB: {gbps(size, t):.2f} GB/s per direction, {2 * gbps(size, t):.2f} total")
         for direction in ("h2d", "d2h"):
             r = bench.run(direction, "ce", "pageable", size, max(iters // 2, 3), 2, False, -1, 120.0)
-            t = statistics.fmean(r["samples_us"])
+            t = r["mean_us"]
             out.append({"test": f"{direction}_pageable", "size": size, "comm-bench": {"us": t, "gbps": gbps(size, t)}})
             log(f"{direction} pageable {size // MiB} MiB: {gbps(size, t):.2f} GB/s")
         for direction in ("h2d", "d2h"):
             r = bench.run(direction, "sm", "pinned", size, iters, 3, False, -1, 120.0)
-            t = statistics.fmean(r["samples_us"])
+            t = r["mean_us"]
             out.append({"test": f"{direction}_sm", "size": size, "comm-bench": {"us": t, "gbps": gbps(size, t)}})
             log(f"{direction} SM kernel {size // MiB} MiB: {gbps(size, t):.2f} GB/s")
     bench.release_buffers()
@@ -138,8 +143,8 @@ def bench_d2d(torch, mod, dev, sizes, iters, rounds, log):
         b = torch.empty(size, dtype=torch.uint8, device=cuda)
         runs = {"comm-bench ce": [], "comm-bench sm": [], "torch": []}
         for _ in range(rounds):
-            runs["comm-bench ce"].append(statistics.fmean(bench.run("d2d", "ce", "pinned", size, iters, 3, False, -1, 120.0)["samples_us"]))
-            runs["comm-bench sm"].append(statistics.fmean(bench.run("d2d", "sm", "pinned", size, iters, 3, False, -1, 120.0)["samples_us"]))
+            runs["comm-bench ce"].append(bench.run("d2d", "ce", "pinned", size, iters, 3, False, -1, 120.0)["mean_us"])
+            runs["comm-bench sm"].append(bench.run("d2d", "sm", "pinned", size, iters, 3, False, -1, 120.0)["mean_us"])
             for _ in range(3):
                 b.copy_(a)
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -179,19 +184,19 @@ def bench_allreduce(torch, mod, dev, sizes, iters, rounds, log):
         n_it = iters if size <= 64 * MiB else max(iters // 4, 10)
         runs = {"comm-bench": [], "comm-bench out-of-place": [], "torch": []}
         for _ in range(rounds):
-            runs["comm-bench"].append(statistics.fmean(
-                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, True, 0, False, 120.0)["samples_us"]))
-            runs["comm-bench out-of-place"].append(statistics.fmean(
-                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, False, 0, False, 120.0)["samples_us"]))
+            runs["comm-bench"].append(
+                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, True, 0, False, 120.0)["mean_us"])
+            runs["comm-bench out-of-place"].append(
+                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, False, 0, False, 120.0)["mean_us"])
             for _ in range(5):
                 dist.all_reduce(t)
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(n_it + 1)]
-            ev[0].record(stream)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(stream)
             for i in range(n_it):
                 dist.all_reduce(t)
-                ev[i + 1].record(stream)
-            ev[-1].synchronize()
-            runs["torch"].append(statistics.fmean(ev[i].elapsed_time(ev[i + 1]) * 1e3 for i in range(n_it)))
+            e1.record(stream)
+            e1.synchronize()
+            runs["torch"].append(e0.elapsed_time(e1) * 1e3 / n_it)
         row = {"test": "all_reduce_ws1", "size": size}
         for k, v in runs.items():
             row[k] = {"us": statistics.median(v), "us_rounds": [round(x, 2) for x in v]}
@@ -206,6 +211,99 @@ def bench_allreduce(torch, mod, dev, sizes, iters, rounds, log):
     return out
 
 
+NCCL_OPS = "all_reduce,all_gather,reduce_scatter,alltoall,broadcast,sendrecv"
+
+
+def cli_sweep(args, out_json):
+    """Run `comm-bench sweep` and return its results document."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "comm_bench", "sweep", "--no-progress", "-o", out_json, *args]
+    if os.path.exists(out_json):
+        os.remove(out_json)
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(out_json) as f:
+        doc = json.load(f)
+    if proc.returncode != 0:
+        print(f"WARNING: {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}", flush=True)
+    return doc
+
+
+def reference_times(ref, world, ops, maxbytes, iters, warmup, graph, processes=True):
+    """{(op, size): us} from tools/nccl_reference.cu (one process per GPU, as comm-bench
+    runs, unless processes is False: one thread per GPU)."""
+    import subprocess
+
+    times = {}
+    for op in ops.split(","):
+        cmd = [ref, "-t", str(world), "-o", op, "-b", "8", "-e", maxbytes, "-f", "2", "-n", str(iters),
+               "-w", str(warmup), "-p", "1" if processes else "0"] + (["-G", str(graph)] if graph else [])
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            name, size, us = line.split()
+            times[(name, int(size))] = float(us)
+    return times
+
+
+def bench_nccl_reference(ref, worlds, graphs, maxbytes, iters, rounds, log, tmp, processes=True):
+    """CLI time / reference time per (world, -G, op, size); rounds alternate which goes first."""
+    out = []
+    for world in worlds:
+        for graph in graphs:
+            cli_runs, ref_runs = [], []
+            for rnd in range(rounds):
+                order = ("cli", "ref") if rnd % 2 == 0 else ("ref", "cli")
+                for who in order:
+                    if who == "ref":
+                        ref_runs.append(reference_times(ref, world, NCCL_OPS, maxbytes, iters, 5, graph, processes))
+                    else:
+                        doc = cli_sweep(["-t", "nccl", "--nprocs", str(world), "--op", NCCL_OPS, "-b", "8",
+                                         "-e", maxbytes, "-f", "2", "-n", str(iters), "-w", "5"]
+                                        + (["-G", str(graph)] if graph else []), os.path.join(tmp, "cli.json"))
+                        cli_runs.append({(r["op"], r["size"]): r["time_us"] for r in doc["results"]})
+            worst = 0.0
+            for key in sorted(cli_runs[0], key=lambda k: (k[0], k[1])):
+                if not all(key in r for r in ref_runs + cli_runs):
+                    continue
+                c = statistics.median(r[key] for r in cli_runs)
+                f = statistics.median(r[key] for r in ref_runs)
+                row = {"test": "nccl_vs_reference", "world": world, "graph": graph, "op": key[0], "size": key[1],
+                       "cli_us": c, "reference_us": f, "ratio": c / f,
+                       "cli_rounds": [r[key] for r in cli_runs], "reference_rounds": [r[key] for r in ref_runs]}
+                worst = max(worst, row["ratio"])
+                out.append(row)
+                log(f"ws{world} G{graph} {key[0]:<15}{key[1]:>11} B  comm-bench {c:9.2f} us  "
+                    f"reference {f:9.2f} us  ratio {c / f:.3f}")
+            log(f"ws{world} G{graph}: worst ratio {worst:.3f}")
+    return out
+
+
+def bench_peers(size, rounds, log, tmp):
+    """peer vs peer_bidir through the CLI: per direction, and the total of both."""
+    out = []
+    for copy in ("ce", "sm"):
+        runs = {"peer": [], "peer_bidir": [], "peer_bidir_total": []}
+        for rnd in range(rounds):
+            ops = ["peer", "peer_bidir"] if rnd % 2 == 0 else ["peer_bidir", "peer"]
+            for op in ops:
+                doc = cli_sweep(["-t", "cuda", "--nprocs", "2", "--pattern", "pair", "--op", op, "--copy", copy,
+                                 "-b", str(size), "-e", str(size), "-n", "20", "-w", "5", "-c", "1"],
+                                os.path.join(tmp, "peers.json"))
+                rec = doc["results"][0]
+                assert rec["wrong"] == 0, rec
+                runs[op].append(rec["algbw"])
+                if op == "peer_bidir":
+                    runs["peer_bidir_total"].append(rec["extra"]["total_gbps"])
+        row = {"test": "peers", "copy": copy, "size": size,
+               **{k: {"gbps": statistics.median(v), "rounds": v} for k, v in runs.items()}}
+        row["bidir_per_direction_vs_peer"] = row["peer_bidir"]["gbps"] / row["peer"]["gbps"]
+        out.append(row)
+        log(f"{copy} {size // MiB} MiB: peer {row['peer']['gbps']:.1f} GB/s; peer_bidir "
+            f"{row['peer_bidir']['gbps']:.1f} per direction ({row['bidir_per_direction_vs_peer']:.3f}x), "
+            f"{row['peer_bidir_total']['gbps']:.1f} total")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench_gpu.json")
@@ -213,6 +311,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="copies,d2d,allreduce")
+    ap.add_argument("--ref", default="./nccl_reference", help="nccl_reference binary (nccl-ref)")
+    ap.add_argument("--worlds", default="1,2", help="world sizes for nccl-ref")
+    ap.add_argument("--graphs", default="0,10", help="-G values for nccl-ref (0: off)")
+    ap.add_argument("--maxbytes", default="2G", help="largest size for nccl-ref")
+    ap.add_argument("--peer-size", type=int, default=512 * MiB)
+    ap.add_argument("--ref-mode", default="process", choices=("process", "thread"),
+                    help="nccl-ref: one process per GPU (comm-bench's model) or one thread per GPU")
     args = ap.parse_args()
     import torch
 
@@ -243,6 +348,15 @@ def main():
         sizes = [s for s in sizes if s <= 1 << 30] + [1 << 30]
         doc["results"]["all_reduce"] = bench_allreduce(torch, mod, args.gpu, sorted(set(sizes)), args.iters * 2,
                                                        args.rounds, log)
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="bench_gpu.")
+    if "nccl-ref" in only:
+        doc["results"]["nccl_vs_reference"] = bench_nccl_reference(
+            args.ref, [int(w) for w in args.worlds.split(",")], [int(g) for g in args.graphs.split(",")],
+            args.maxbytes, args.iters, args.rounds, log, tmp, args.ref_mode == "process")
+    if "peers" in only:
+        doc["results"]["peers"] = bench_peers(args.peer_size, args.rounds, log, tmp)
     doc["log"] = lines
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)

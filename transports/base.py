@@ -73,10 +73,14 @@ class RunResult:
     wrong: number of wrong elements/bytes found by the data check (0 when unchecked).
     extra: transport-specific fields copied into the record (e.g. bw_peak_gbps,
       msg_rate_mpps, counters, devices).
+    mean_us: the time per iteration from a pass of its own (GPU transports: two events
+      around the whole batch, as nccl-tests and nvbandwidth time), when the samples come
+      from a second pass that times each iteration; None: the mean of the samples.
     """
     samples_us: list
     wrong: int = 0
     extra: dict = field(default_factory=dict)
+    mean_us: Optional[float] = None
 
 
 class Transport:

@@ -6,7 +6,9 @@ Ops (S = bytes copied; a device-local copy of N bytes counts N):
   d2d           device-local copy on this rank's GPU
   peer          this rank's GPU writes into the peer rank's GPU (pair patterns)
   peer_read     this rank's GPU reads from the peer rank's GPU
-  peer_bidir    both at once
+  peer_bidir    both GPUs of the pair write to each other at once (nvbandwidth's
+                bidirectional write): algbw per direction (src -> dst), extra holds
+                both directions and their total
 Each by a copy engine (--copy ce: cudaMemcpyAsync) or an SM kernel (--copy sm),
 with pinned or pageable host memory placed on the GPU's NUMA node.
 
@@ -140,6 +142,7 @@ class CudaCopyTransport(Transport):
         except mod.NativeError as exc:
             raise TransportError(f"rank {ctx.rank}: {exc}") from None
         self.peers: dict = {}
+        self._gate_seq: dict = {}
         self.peer_table = None
         wants_peers = ctx.world_size > 1 and (not ctx.ops or any(op in PEER_OPS for op in ctx.ops))
         if wants_peers:
@@ -178,8 +181,8 @@ class CudaCopyTransport(Transport):
             if peer is None:
                 raise TransportUnavailable(f"op {op} copies between two ranks' GPUs: use --pattern "
                                            "pair, pairwise or pairwise-concurrent with 2 or more ranks")
-            if role == "dst":
-                return RunResult([], 0, {})  # the source drives (and checks) both directions
+            if role == "dst" and op != "peer_bidir":
+                return RunResult([], 0, {})  # the source drives (and checks) the copy
             slot = self._peer_slot(peer)
         elif peer is not None:
             raise TransportUnavailable(f"op {op} runs on each rank's own GPU: use --pattern collective "
@@ -189,10 +192,13 @@ class CudaCopyTransport(Transport):
         bus = [self.info.get("pci_bus_id")]
         if peer is not None and self.peer_table:
             bus.append(self.peer_table[peer].get("bus_id"))
+        gate_role, sync = 0, None
+        if op == "peer_bidir":  # both ranks write to each other at once (nvbandwidth)
+            gate_role, sync = self._gate(peer, role)
         try:
             with nvml.Sampler(bus) as sampled:
                 out = self.bench.run(op, self.method, self.host_mem, int(nbytes), int(iters), int(warmup),
-                                     bool(check), slot, float(self.ctx.timeout))
+                                     bool(check), slot, float(self.ctx.timeout), True, gate_role, sync)
         except self.mod.NativeError as exc:
             raise TransportError(f"rank {self.ctx.rank} (GPU {self.dev}): {op} of {nbytes} B failed: "
                                  f"{exc}") from None
@@ -200,8 +206,8 @@ class CudaCopyTransport(Transport):
         if op in HOST_OPS:
             extra["host_mem"] = self.host_mem
             extra["numa_node"] = out["numa_node"]
-        if op in ("bidir", "peer_bidir"):
-            t = sum(out["samples_us"]) / max(len(out["samples_us"]), 1)
+        if op == "bidir":
+            t = out["mean_us"]
             extra["total_gbps"] = 2 * nbytes / t / 1e3 if t > 0 else 0.0  # both directions
         if peer is not None:
             extra["peer_gpu"] = self.peer_table[peer]["gpu"] if self.peer_table else None
@@ -209,7 +215,27 @@ class CudaCopyTransport(Transport):
             extra["blocking_kernel_timed_out"] = True  # launch gaps may be in the samples
         if sampled.result:
             extra["nvml_counters"] = sampled.result
-        return RunResult(list(out["samples_us"]), int(out["wrong"]), extra)
+        if role == "dst":  # the reverse direction of peer_bidir: its time goes into the src's record
+            extra["direction"] = "dst->src"
+            return RunResult([], int(out["wrong"]), extra, mean_us=out["mean_us"])
+        return RunResult(list(out["samples_us"]), int(out["wrong"]), extra, mean_us=out["mean_us"])
+
+    def _gate(self, peer, role):
+        """(gate role, handshake) of one concurrent peer_bidir run: the src leads. Both ranks
+        count their runs per pair in step, so the keys of one run never meet another's."""
+        src, dst = (self.ctx.rank, peer) if role != "dst" else (peer, self.ctx.rank)
+        seq = self._gate_seq.get((src, dst), 0)
+        self._gate_seq[(src, dst)] = seq + 1
+        leader = role != "dst"
+        store = self.ctx.store
+
+        def sync(step):
+            key = f"cuda/gate/{src}-{dst}/{seq}/{step}"
+            if (step % 2 == 0) == leader:  # even: the leader's gate is closed; odd: the follower queued
+                store.set(key, "1")
+            else:
+                store.get(key)
+        return (1 if leader else 2), sync
 
     def teardown(self) -> None:
         bench = getattr(self, "bench", None)

@@ -3,9 +3,10 @@
 One rank per GPU. Every collective (all_reduce, all_gather, reduce_scatter,
 broadcast, reduce, alltoall) and sendrecv (a ring in the collective pattern;
 src -> dst in the pair patterns), in-place or out-of-place (--in-place), with
-optional CUDA-graph capture (--cudagraph N, nccl-tests' -G). Each op is
-launched back to back from the host as in nccl-tests, with an event after each
-launch: a sample is the GPU time between two events.
+optional CUDA-graph capture (--cudagraph N, nccl-tests' -G). time_us is
+nccl-tests' figure: GPU time between two events around `iters` launches queued
+back to back (with -G N: a graph of `iters` launches, launched N times), divided
+by the launches; latency_us comes from a second pass with an event after each.
 
 libnccl: --nccl-lib PATH, else the nvidia-nccl wheel (nvidia/nccl/lib), else
 torch's lib folder, else the system's libnccl.so.2.
@@ -16,7 +17,6 @@ import os
 
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall")
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 ROOT = 0  # comm_bench.ops.ROOT
 
@@ -177,12 +177,12 @@ class NcclTransport(Transport):
                                          f"{exc}") from None
         extra = {"gpu": self.dev, "in_place": self.in_place and op not in ("alltoall", "sendrecv")}
         if self.graph:
-            extra["cudagraph"] = self.graph
-            if not out["graph_per_iter"]:
-                extra["samples"] = "graph mean"  # only the graph's total time was measurable
+            extra["cudagraph"] = self.graph  # time_us from the graph; latency_us from eager launches
         if sampled.result:
             extra["nvml_counters"] = sampled.result
-        return RunResult(list(out["samples_us"]) if role != "dst" else [], wrong, extra)
+        if role == "dst":
+            return RunResult([], wrong, extra)
+        return RunResult(list(out["samples_us"]), wrong, extra, mean_us=out["mean_us"])
 
     def teardown(self) -> None:
         comm = getattr(self, "comm", None)

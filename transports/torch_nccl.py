@@ -140,7 +140,21 @@ class TorchNcclTransport(Transport):
             stream = torch.cuda.current_stream(self.device)
             for _ in range(warmup):
                 step()
+            # pass 1, the figure (nccl-tests): two events around `iters` launches; one untimed
+            # op first lines the ranks up on the GPUs whenever each host got here
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if n > 1:
+                step()
+            start.record(stream)
+            for _ in range(iters):
+                step()
+            end.record(stream)
+            self._wait(end, op)
+            mean_us = start.elapsed_time(end) * 1e3 / iters
+            # pass 2, the spread: an event after each launch
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+            if n > 1:
+                step()
             ev[0].record(stream)
             for i in range(iters):
                 step()
@@ -164,7 +178,9 @@ class TorchNcclTransport(Transport):
         except RuntimeError as exc:
             raise TransportError(f"rank {rank}: torch-nccl {op} of {nbytes} B failed: "
                                  f"{str(exc).splitlines()[0]}") from None
-        return RunResult(samples if role != "dst" else [], wrong, {"gpu": self.dev})
+        if role == "dst":
+            return RunResult([], wrong, {"gpu": self.dev})
+        return RunResult(samples, wrong, {"gpu": self.dev}, mean_us=mean_us)
 
     def _wait(self, event, what):
         """Poll with a deadline rather than block forever on a dead peer."""

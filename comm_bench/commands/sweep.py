@@ -1,6 +1,7 @@
 """`comm-bench sweep`: measure one transport over a range of sizes."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -83,4 +84,10 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
         resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
         sys.exit(spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
                              timeout=timeout, results_path=output))
-    sys.exit(run_rank(cfg, info))
+    code = run_rank(cfg, info)
+    # A finished rank leaves at once, its results written: the native libraries' finalisers
+    # (NCCL, CUDA, torch) have crashed at interpreter exit (SIGSEGV while garbage-collecting,
+    # after the last record of a 2-GPU NCCL sweep), which would turn a good run into a failed one.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
