@@ -117,7 +117,7 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic):
                      f"[{item['source']}: {item['note']}]")
     lines.append(f"step: compute {c['compute_s']:.4g} s ({w['compute_note']}) + exposed communication "
                  f"{c['exposed_comm_s']:.4g} s" + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")
-                 + f" = {c['step_s']:.4g} s; efficiency {c['efficiency']:.0%} vs one GPU")
+                 + f" = {c['step_s']:.4g} s; efficiency {c['efficiency']:.1%} vs one GPU")
     lines += [R.render(x, facts) for x in then["rationale"]]
     if entry:
         lines.append(f"{fam}: backend {entry['backend']}; runs {entry['scheduling_unit']}; k8s: "

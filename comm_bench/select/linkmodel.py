@@ -156,6 +156,8 @@ class LinkModel:
 
     def rows(self, scopes):
         out = [g.row() for g in self.groups]
-        for scope in scopes:
-            out.append(self.link(scope).row())
+        for scope in scopes:            # the link terms, where they are not a measured row
+            lk = self.link(scope)
+            if lk.source != "measured" or lk.share < 1:
+                out.append(lk.row())
         return out

@@ -40,8 +40,8 @@ def candidate_table(res):
                     f"{res['cluster']['nodes']} x {res['cluster']['gpus_per_node']} GPUs, "
                     f"global batch {res['candidates'][0].get('global_batch') or '-'}")
     for col in ("layout", "framework", "mem/GPU GB", "comm/step s", "exposed s", "step s", "efficiency", per,
-                "feasible", "figures"):
-        t.add_column(col, justify="left" if col in ("layout", "framework", "feasible", "figures") else "right")
+                "feasible", "comm from"):
+        t.add_column(col, justify="left" if col in ("layout", "framework", "feasible", "comm from") else "right")
     shown = [c for c in res["candidates"] if c["kind"] != "megatron"]
     shown += [c for c in res["candidates"] if c["kind"] == "megatron"][: max(0, MAX_ROWS - len(shown))]
     shown.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
@@ -67,14 +67,14 @@ def print_text(res, explain=False):
     else:
         con.print("recommendation: none")
     for line in rec["rationale"]:
-        con.print(f"  - {line}")
+        con.print(f"  - {line}", markup=False, soft_wrap=True)
     if res["min_efficiency"] is not None:
         con.print(f"--min-efficiency {res['min_efficiency']:g}: "
                   + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
     if explain:
         con.print("rules path:")
         for line in res["explain"]:
-            con.print(f"  {line}")
+            con.print(f"  {line}", markup=False)
 
 
 def to_json(res):

@@ -70,7 +70,8 @@ class Timeline:
                               else self.lm.collective(op, S, n_intra, n_inter))
             last = cache[key]
             total = total + Est(last.seconds * repeat, last.source, "")
-        note = "; ".join(dict.fromkeys(e.note for e in cache.values() if e.note))
+        notes = list(dict.fromkeys(e.note for e in cache.values() if e.note))
+        note = "; ".join(notes[:2]) + (f"; (+{len(notes) - 2} more sizes)" if len(notes) > 2 else "")
         self.items.append({"what": what, "op": op, "count": len(sizes) * repeat,
                            "bytes": sum(sizes) * repeat, "seconds": total.seconds, "source": total.source,
                            "n_intra": n_intra, "n_inter": n_inter, "note": note})
