@@ -26,7 +26,7 @@ import math
 from . import memory as M
 from .linkmodel import ZERO, Est, worst
 from .strategies import groups
-from .workload import tensors
+from .workload import tensors, units as fsdp_units
 
 FIRST_BUCKET = 1 << 20              # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DEEPSPEED_BUCKET_ELEMS = 5e8        # DeepSpeed reduce_bucket_size / allgather_bucket_size
@@ -90,7 +90,7 @@ def predict(c, w, cluster, lm, t_mb, overlap=1.0, headroom=0.1):
     # memory
     states = M.model_states_bytes(w["params"], b["p"], b["g"], b["k"], kind, dp, tp, pp)
     acts = M.activation_bytes(w, tp, pp, m)
-    units = tensors(w) if w["kind"] != "transformer" else _units(w)
+    units = fsdp_units(w)
     buffers = (2 * max(units) * b["p"] + max(units) * b["g"]) if kind in ("zero-3", "fsdp") else 0.0
     mem = states + acts + buffers
     usable = cluster["gpu_mem_gb"] * (1 - headroom)
@@ -147,14 +147,6 @@ def predict(c, w, cluster, lm, t_mb, overlap=1.0, headroom=0.1):
     else:
         out.update(feasible=True, reason=f"fits: {mem / 1e9:.1f} of {usable:.1f} GB usable")
     return out
-
-
-def _units(w):
-    """FSDP / ZeRO-3 units: one per transformer layer, the rest (embeddings) as one more."""
-    h = w["hidden"]
-    layer = 12 * h * h
-    rest = w["params"] - layer * w["layers"]
-    return ([rest] if rest > 0 else []) + [layer] * w["layers"]
 
 
 def _infeasible(out, reason):

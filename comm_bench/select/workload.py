@@ -129,12 +129,19 @@ def flops_per_sample(w):
 
 def tensors(w):
     """Parameter tensors (element counts) in registration order, as DDP buckets see them:
-    per layer qkv 3h^2, proj h^2, fc1 4h^2, fc2 4h^2; the rest (embeddings, norms) first.
+    per layer qkv 3h^2, proj h^2, fc1 4h^2, fc2 4h^2, scaled by params / (12 L h^2) so
+    they add up to the model (embeddings and llama's larger MLP spread over the layers).
     A CNN is taken as tensors of 1M elements (resnet50's largest are 2-2.4M)."""
     if w["kind"] != "transformer":
         n, r = divmod(w["params"], 1_000_000)
         return [1_000_000] * n + ([r] if r else [])
-    h = w["hidden"]
-    layer = [3 * h * h, h * h, 4 * h * h, 4 * h * h]
-    rest = w["params"] - 12 * w["layers"] * h * h
-    return ([rest] if rest > 0 else []) + layer * w["layers"]
+    h2 = w["hidden"] ** 2
+    f = w["params"] / (12 * w["layers"] * h2)
+    return [round(k * h2 * f) for k in (3, 1, 4, 4)] * w["layers"]
+
+
+def units(w):
+    """FSDP / ZeRO-3 units: one per transformer layer (params / L each); a CNN's tensors."""
+    if w["kind"] != "transformer":
+        return tensors(w)
+    return [w["params"] / w["layers"]] * w["layers"]
