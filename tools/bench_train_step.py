@@ -254,6 +254,11 @@ def comm_us(prof, cuda):
     return total
 
 
+def _nccl_version(torch):
+    v = torch.cuda.nccl.version()
+    return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -299,7 +304,7 @@ def main(argv=None):
     b = Bench(a)
     cases = [b.run_size(s) for s in a.sizes]
     doc = {"tool": "bench_train_step", "torch": torch.__version__,
-           "nccl": ".".join(map(str, torch.cuda.nccl.version())) if b.cuda else None,
+           "nccl": _nccl_version(torch) if b.cuda else None,
            "device": torch.cuda.get_device_name(b.device) if b.cuda else "cpu",
            "backend": "nccl" if b.cuda else "gloo", "world_size": b.world, "dtype": a.dtype,
            "micro_batch": a.micro_batch, "seq_len": a.seq_len, "bucket_mb": a.bucket_mb,
