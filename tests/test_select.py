@@ -247,3 +247,13 @@ def test_elastic_and_jax(capsys, dgx4):
     assert res["recommendation"]["framework"] == "PyTorch DDP + TorchElastic"
     _, res = run_json(capsys, *dgx4, "--model", "resnet50", "--ecosystem", "jax")
     assert res["recommendation"]["framework"] == "JAX pjit/shard_map"
+
+
+def test_html_page_with_heatmap(capsys, tmp_path):
+    out = tmp_path / "train.html"
+    code, _, err = run(capsys, os.path.join(ROOT, "docs/heatmaps/netns4-results.json"), "--model", "bert-large",
+                       "--html", str(out))
+    assert code == 0, err
+    page = out.read_text()
+    assert "What this means for training" in page and "<h2>Candidates</h2>" in page
+    assert "data:image/png;base64," in page            # the measured links' heatmap feeds the page

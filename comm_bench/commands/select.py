@@ -48,10 +48,12 @@ def _count(ctx, param, value):
 @click.option("--inter-node-gbs", type=float, default=None, help="Assumed inter-node bandwidth per GPU (GB/s).")
 @click.option("--mem-headroom", type=float, default=0.1, show_default=True,
               help="Share of GPU memory kept free (CUDA context, NCCL buffers, fragmentation).")
+@click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write 'what this means for training' as one HTML page (with the links' heatmaps).")
 @click.option("--show-model", is_flag=True, help="Print the fitted link model only.")
 @click.option("--explain", is_flag=True, help="Print the path taken through the rules.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def select(results, show_model, explain, as_json, mem_headroom, **kw):
+def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
     """Choose a distributed-training layout and framework from measured links.
 
     RESULTS are comm-bench results files (any transport; intra- and inter-node runs).
@@ -66,6 +68,9 @@ def select(results, show_model, explain, as_json, mem_headroom, **kw):
         print_model(rows, cluster, as_json)
         return
     res = run(results, headroom=mem_headroom, **kw)
+    if html_out:
+        from ..select.html import render
+        render(res, res["documents"], html_out)
     if as_json:
         click.echo(to_json(res))
     else:

@@ -97,7 +97,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
     cands.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
     return {"recommendation": rec, "candidates": cands, "link_model": lm.rows(scopes), "cluster": cl,
             "workload": w, "facts": facts, "explain": path, "min_efficiency": min_efficiency,
-            "meets_min_efficiency": bool(ok), "overlap": overlap}
+            "meets_min_efficiency": bool(ok), "overlap": overlap, "documents": docs}
 
 
 def recommendation(c, then, facts, w, cl, ecosystem, elastic):
