@@ -257,3 +257,24 @@ def test_html_page_with_heatmap(capsys, tmp_path):
     page = out.read_text()
     assert "What this means for training" in page and "<h2>Candidates</h2>" in page
     assert "data:image/png;base64," in page            # the measured links' heatmap feeds the page
+
+
+def test_unmeasured_scope_is_assumed_from_topology(capsys, dgx4):
+    """Only the intra-node run and --nodes 8: inter-node = IB port 50 GB/s x validate's 0.75."""
+    code, res = run_json(capsys, dgx4[0], "--model", "llama2-13b", "--nodes", "8")
+    assert code == 0 and res["cluster"]["world_size"] == 64
+    (row,) = [r for r in res["link_model"] if r["scope"] == "inter-node"]
+    assert row["source"] == "assumed" and row["class"] == "ib" and row["beta_gbs"] == pytest.approx(37.5)
+    assert all(c["comm_source"] == "assumed" for c in res["candidates"] if c["kind"] != "megatron")
+    # no measurement and no rate (the H200 VM's virtio NIC has none): say what to give, exit 2
+    code, _, err = run(capsys, os.path.join(ROOT, REPO_DOCS[0]), "--model", "llama2-7b", "--nodes", "2")
+    assert code == 2 and "--inter-node-gbs" in err and err.count("\n") == 1
+
+
+def test_precision_sets_bytes_moved(capsys, dgx4):
+    _, bf16 = run_json(capsys, *dgx4, "--model", "bert-large")
+    _, amp = run_json(capsys, *dgx4, "--model", "bert-large", "--precision", "amp")
+    grad = lambda res: next(i["bytes"] for c in res["candidates"] if c["layout"] == "ddp"  # noqa: E731
+                            for i in c["collectives"])
+    assert grad(amp) == pytest.approx(2 * grad(bf16), rel=1e-6)
+    assert grad(bf16) == pytest.approx(2 * 340e6, rel=1e-6)    # bf16 gradients: 2 B per parameter
