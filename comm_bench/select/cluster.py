@@ -46,7 +46,7 @@ def _nvlink_gbs(g):
 def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
     """The cluster dict: measured shape from the documents, flags over it."""
     c = {"sources": {}}
-    n_nodes, rpn, gpn, mems, names, nvl, domain, intra_rate, pcie_rate = 1, 1, 0, [], [], [], [], [], []
+    n_nodes, rpn, gpn, mems, names, nvl, domain, pcie_rate = 1, 1, 0, [], [], [], [], []
     rdma_nics, eth_rates, inter_kinds = [], [], set()
     for path, doc in docs:
         lm = LinkMap(doc)

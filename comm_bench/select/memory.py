@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 
-SHARDING = ("ddp", "zero-1", "zero-2", "zero-3", "fsdp", "megatron")
 
 
 def model_states_bytes(psi, p, g, k, kind, dp, tp=1, pp=1):
