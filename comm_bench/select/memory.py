@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 
-
 def model_states_bytes(psi, p, g, k, kind, dp, tp=1, pp=1):
     psi = psi / (tp * pp)
     if kind == "ddp":
