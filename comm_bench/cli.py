@@ -20,6 +20,7 @@ COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "topo": "comm_bench.commands.topo:topo",
     "heatmap": "comm_bench.commands.heatmap:heatmap",
     "validate": "comm_bench.commands.validate:validate",
+    "select": "comm_bench.commands.select:select",
 }
 
 

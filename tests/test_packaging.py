@@ -29,6 +29,8 @@ def test_wheel_installs_and_imports_without_optional_parts(tmp_path):
         "t = registry.transports()\n"
         "assert {'tcp', 'gloo', 'mpi'} <= set(t), t\n"
         "ok, why = t['gloo'].probe(); assert not ok and 'torch' in why, why\n"
+        "import os, comm_bench.select.rules as R\n"        # the selection model and its data files
+        "assert os.path.exists(R.DEFAULT_PATH), R.DEFAULT_PATH\n"
         "print(comm_bench.transports.tcp.__file__)\n"
     )
     proc = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True,

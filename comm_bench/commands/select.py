@@ -1,0 +1,79 @@
+"""`comm-bench select`: from measured links and a workload to a parallel layout and framework."""
+import sys
+
+import click
+
+from ..select.workload import PRECISIONS, PRESETS, RECOMPUTE
+
+
+def _count(ctx, param, value):
+    if value is None:
+        return None
+    from ..select.workload import parse_count
+    return parse_count(value, f"--{param.name.replace('_', '-')}")
+
+
+@click.command()
+@click.argument("results", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--model", default=None, help=f"Preset: {', '.join(PRESETS)}.")
+@click.option("--params", default=None, callback=_count, help="Parameter count instead of --model (e.g. 1.5B).")
+@click.option("--layers", type=int, default=None, help="Transformer layers.")
+@click.option("--hidden", type=int, default=None, help="Hidden size.")
+@click.option("--heads", type=int, default=None, help="Attention heads.")
+@click.option("--seq-len", type=int, default=None, help="Sequence length (tokens).")
+@click.option("--micro-batch", type=int, default=None, help="Sequences (or images) per GPU per micro-batch.")
+@click.option("--global-batch", type=int, default=None,
+              help="Samples per step over all GPUs (default: one micro-batch per GPU).")
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), default="bf16", show_default=True,
+              help="bf16: bf16 params/grads + fp32 master/Adam; amp: fp32 params/grads, bf16 compute.")
+@click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
+@click.option("--recompute", type=click.Choice(RECOMPUTE), default="selective", show_default=True,
+              help="Activation recomputation (Megatron's; selective ~ FlashAttention).")
+@click.option("--nodes", type=int, default=None, help="Nodes (default: from the results).")
+@click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: from the topology).")
+@click.option("--gpu-mem", default=None, help="GPU memory, e.g. 80G (default: NVML's figure in the results).")
+@click.option("--step-time", type=float, default=None,
+              help="Compute seconds of one micro-batch (forward + backward) of the whole model on one GPU.")
+@click.option("--gpu-tflops", type=float, default=None, help="Peak TFLOPS per GPU (default: by GPU name).")
+@click.option("--mfu", type=float, default=None, help="Model FLOPs utilisation (default 0.4).")
+@click.option("--ecosystem", type=click.Choice(["pytorch", "jax"]), default="pytorch", show_default=True)
+@click.option("--elastic", is_flag=True, help="Fault tolerance / elastic scaling required.")
+@click.option("--rules", default=None, type=click.Path(dir_okay=False),
+              help="Rules YAML tried before the defaults (mode: replace to use it alone).")
+@click.option("--min-efficiency", type=float, default=None,
+              help="Exit 1 unless a feasible layout reaches this scaling efficiency (0-1).")
+@click.option("--overlap", type=float, default=1.0, show_default=True,
+              help="Share of backward compute that gradient communication can hide behind.")
+@click.option("--intra-node-gbs", type=float, default=None, help="Assumed intra-node bus bandwidth (GB/s).")
+@click.option("--inter-node-gbs", type=float, default=None, help="Assumed inter-node bandwidth per GPU (GB/s).")
+@click.option("--mem-headroom", type=float, default=0.1, show_default=True,
+              help="Share of GPU memory kept free (CUDA context, NCCL buffers, fragmentation).")
+@click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write 'what this means for training' as one HTML page (with the links' heatmaps).")
+@click.option("--show-model", is_flag=True, help="Print the fitted link model only.")
+@click.option("--explain", is_flag=True, help="Print the path taken through the rules.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
+    """Choose a distributed-training layout and framework from measured links.
+
+    RESULTS are comm-bench results files (any transport; intra- and inter-node runs).
+    Exit status: 0 a feasible layout meets --min-efficiency (or any is feasible), 1 none
+    does, 2 bad input. Model and formulas: docs/selection.md.
+    """
+    from ..select import link_model_only, select as run
+    from ..select.output import print_model, print_text, to_json
+    if show_model:
+        rows, cluster = link_model_only(results, kw["nodes"], kw["gpus_per_node"], kw["gpu_mem"],
+                                        kw["intra_node_gbs"], kw["inter_node_gbs"])
+        print_model(rows, cluster, as_json)
+        return
+    res = run(results, headroom=mem_headroom, **kw)
+    if html_out:
+        from ..select.html import render
+        render(res, res["documents"], html_out)
+    if as_json:
+        click.echo(to_json(res))
+    else:
+        print_text(res, explain)
+    if not res["meets_min_efficiency"]:
+        sys.exit(1)

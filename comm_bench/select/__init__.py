@@ -1,0 +1,130 @@
+"""The framework selection model behind `comm-bench select` (docs/selection.md).
+
+    result = select(paths, options)     # dict: recommendation, candidates, link_model, ...
+
+Measured links (linkfit) -> collective times at each scope (linkmodel) -> per candidate
+layout (strategies) memory and step time (memory, predict) -> facts -> YAML rules (rules)
+-> a recommendation with its rationale (output formats it).
+"""
+from __future__ import annotations
+
+from ..errors import UsageError
+from ..results import check_document, load as load_results
+from . import cluster as C
+from . import facts as F
+from . import frameworks as FW
+from . import rules as R
+from . import workload as W
+from .linkfit import fit_documents
+from .linkmodel import LinkModel, human
+from .predict import predict
+from .strategies import candidates
+
+DEFAULT_MFU = 0.4
+
+
+def compute_per_microbatch(w, cluster, step_time=None, gpu_tflops=None, mfu=None):
+    """(seconds of one micro-batch forward + backward of the whole model on one GPU, note)."""
+    if step_time is not None:
+        if step_time <= 0:
+            raise UsageError("--step-time must be > 0")
+        return step_time, f"--step-time {step_time:g} s per micro-batch (given)"
+    mfu = DEFAULT_MFU if mfu is None else mfu
+    if not 0 < mfu <= 1:
+        raise UsageError("--mfu must be in (0, 1]")
+    if gpu_tflops:
+        peak, src = gpu_tflops, "--gpu-tflops"
+    elif cluster.get("peak_tflops"):
+        peak, src = cluster["peak_tflops"], f"{cluster['gpu_name']} bf16 dense peak (data sheet)"
+    else:
+        peak, src = C.ASSUMED_PEAK_TFLOPS, "assumed H100-class bf16 peak (no GPU name: give --gpu-tflops)"
+    if w["precision"] == "fp32" and not gpu_tflops:
+        peak /= 2
+    flops = W.flops_per_sample(w) * w["micro_batch"]
+    t = flops / (peak * 1e12 * mfu)
+    return t, f"{flops:.3g} FLOPs / ({peak:g} TFLOPS {src} x MFU {mfu:g})"
+
+
+def _docs(paths):
+    if not paths:
+        raise UsageError("give at least one results file")
+    docs = []
+    for p in paths:
+        doc = load_results(p)
+        check_document(doc, p)
+        docs.append((p, doc))
+    return docs
+
+
+def link_model_only(paths, nodes=None, gpus_per_node=None, gpu_mem=None, intra_node_gbs=None,
+                    inter_node_gbs=None):
+    """(link-model rows, cluster) for --show-model."""
+    docs = _docs(paths)
+    cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem))
+    lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
+    scopes = [s for s, need in (("intra-node", cl["gpus_per_node"] > 1), ("inter-node", cl["nodes"] > 1)) if need]
+    return lm.rows(scopes), cl
+
+
+def select(paths, model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
+           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="selective",
+           nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
+           ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=1.0,
+           intra_node_gbs=None, inter_node_gbs=None, headroom=0.1):
+    rule_list = R.load(rules)                  # bad rules fail before any work
+    if not 0 <= overlap <= 1:
+        raise UsageError("--overlap must be in [0, 1]")
+    if not 0 <= headroom < 1:
+        raise UsageError("--mem-headroom must be in [0, 1)")
+    for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--global-batch", global_batch)):
+        if v is not None and v <= 0:
+            raise UsageError(f"{flag} must be > 0")
+    docs = _docs(paths)
+    cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem))
+    w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
+                bucket_mb, recompute)
+    lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
+    t_mb, t_note = compute_per_microbatch(w, cl, step_time, gpu_tflops, mfu)
+    w["compute_per_microbatch_s"], w["compute_note"] = t_mb, t_note
+    cands = [predict(c, w, cl, lm, t_mb, overlap, headroom) for c in candidates(w, cl)]
+    for c in cands:
+        c["framework"] = FW.name_for(c["kind"], ecosystem)
+    facts = F.build(cands, cl, w, lm, ecosystem, elastic)
+    chosen, then, path = R.decide(rule_list, facts, cands)
+    rec = recommendation(chosen, then, facts, w, cl, ecosystem, elastic)
+    scopes = [s for s, need in (("intra-node", cl["gpus_per_node"] > 1), ("inter-node", cl["nodes"] > 1)) if need]
+    ok = [c for c in cands if c["feasible"] and (min_efficiency is None or c["efficiency"] >= min_efficiency)]
+    cands.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
+    return {"recommendation": rec, "candidates": cands, "link_model": lm.rows(scopes), "cluster": cl,
+            "workload": w, "facts": facts, "explain": path, "min_efficiency": min_efficiency,
+            "meets_min_efficiency": bool(ok), "overlap": overlap, "documents": docs}
+
+
+def recommendation(c, then, facts, w, cl, ecosystem, elastic):
+    if c is None:
+        return {"layout": None, "framework": None,
+                "rationale": [R.render(x, facts) for x in then["rationale"]] or ["no feasible layout"]}
+    fw = then.get("framework") or c["framework"]
+    fam, entry = FW.info(fw)
+    lines = [f"cluster: {cl['nodes']} node(s) x {cl['gpus_per_node']} GPU(s) ({cl['gpu_name'] or 'no GPU named'}, "
+             f"{cl['gpu_mem_gb']:.1f} GB each: {cl['sources']['gpu_mem_gb']}), NVLink domain "
+             f"{cl['nvlink_domain']}; from {', '.join(cl['from'])}",
+             f"memory/GPU: model states {c['model_states_gb']:.2f} GB + activations {c['activations_gb']:.2f} GB"
+             + (f" + gather buffers {c['buffers_gb']:.2f} GB" if c['buffers_gb'] else "")
+             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {w['bytes']['p'] + w['bytes']['g'] + w['bytes']['k']} B/param unsharded)"]
+    for item in c["collectives"]:
+        lines.append(f"{item['what']}: {item['count']} x, {human(item['bytes'])} per step -> {item['seconds']:.4g} s "
+                     f"[{item['source']}: {item['note']}]")
+    lines.append(f"step: compute {c['compute_s']:.4g} s ({w['compute_note']}) + exposed communication "
+                 f"{c['exposed_comm_s']:.4g} s" + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")
+                 + f" = {c['step_s']:.4g} s; efficiency {c['efficiency']:.1%} vs one GPU")
+    lines += [R.render(x, facts) for x in then["rationale"]]
+    if entry:
+        lines.append(f"{fam}: backend {entry['backend']}; runs {entry['scheduling_unit']}; k8s: "
+                     f"{entry['k8s_operator']}; migration: {entry['migration']}")
+    if elastic:
+        el = entry.get("elasticity", "unknown")
+        lines.append(f"--elastic: {fam} elasticity: {el}")
+        if ecosystem == "pytorch" and "TorchElastic" in el and "TorchElastic" not in fw:
+            fw = f"{fw} + TorchElastic"
+    return {"layout": c["layout"], "framework": fw, "rationale": lines}

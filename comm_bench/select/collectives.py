@@ -1,0 +1,74 @@
+"""Collective cost models (Thakur, Rabenseifner & Gropp 2005; Hockney alpha-beta).
+
+S is the size column of shared/DESIGN.md: bytes per rank for all_reduce and p2p, bytes
+x n (the whole gathered / scattered buffer) for all_gather and reduce_scatter.
+alpha in seconds per step, beta in bytes/s per link (the bus bandwidth). One step:
+
+    ring all_reduce            2(n-1) (alpha + S/(n beta))
+    ring all_gather / r_s      (n-1) (alpha + S/(n beta))
+    p2p                        alpha + S/beta
+    binomial tree all_reduce   2 ceil(log2 n) (alpha + S/beta)   (reduce + broadcast)
+
+NCCL picks the faster algorithm, so predictions take the smaller of ring and tree.
+"""
+from __future__ import annotations
+
+import math
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+P2P_OPS = {"sendrecv", "send", "write", "read", "p2p"}
+
+
+def terms(op, n):
+    """(k_alpha, k_beta): ring time = k_alpha alpha + k_beta S/beta."""
+    if op == "p2p":
+        return 1.0, 1.0
+    if n <= 1:
+        return 0.0, 0.0
+    if op == "all_reduce":
+        return 2.0 * (n - 1), 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter"):
+        return float(n - 1), (n - 1) / n
+    raise ValueError(f"no cost model for op {op!r}")
+
+
+def ring(op, S, n, alpha, beta):
+    ka, kb = terms(op, n)
+    return ka * alpha + kb * S / beta
+
+
+def tree_all_reduce(S, n, alpha, beta):
+    if n <= 1:
+        return 0.0
+    return 2.0 * math.ceil(math.log2(n)) * (alpha + S / beta)
+
+
+def flat(op, S, n, alpha, beta):
+    """The faster of ring and (for all_reduce) tree, as NCCL chooses."""
+    t = ring(op, S, n, alpha, beta)
+    if op == "all_reduce":
+        t = min(t, tree_all_reduce(S, n, alpha, beta))
+    return t
+
+
+def hierarchical_stages(op, S, n_intra, n_inter):
+    """[(op, S, n, scope)] of a collective over n_intra GPUs on each of n_inter nodes:
+    all_reduce = intra reduce_scatter + inter all_reduce on S/n_intra + intra all_gather;
+    all_gather = inter all_gather of S/n_intra + intra all_gather of S;
+    reduce_scatter = intra reduce_scatter of S + inter reduce_scatter of S/n_intra."""
+    if op == "all_reduce":
+        return [("reduce_scatter", S, n_intra, "intra-node"), ("all_reduce", S / n_intra, n_inter, "inter-node"),
+                ("all_gather", S, n_intra, "intra-node")]
+    if op == "all_gather":
+        return [("all_gather", S / n_intra, n_inter, "inter-node"), ("all_gather", S, n_intra, "intra-node")]
+    if op == "reduce_scatter":
+        return [("reduce_scatter", S, n_intra, "intra-node"), ("reduce_scatter", S / n_intra, n_inter, "inter-node")]
+    return [(op, S, 2, "inter-node")]
+
+
+def busbw_gbs(op, S, n, t):
+    """nccl-tests bus bandwidth (GB/s) of one op of size S taking t seconds."""
+    if t <= 0:
+        return float("inf")
+    ka, kb = terms(op, n)
+    return S / t * (kb if op != "p2p" else 1.0) / 1e9

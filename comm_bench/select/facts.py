@@ -1,0 +1,62 @@
+"""The facts rules test: one flat name per figure (docs/selection.md lists them)."""
+from __future__ import annotations
+
+from ..errors import UsageError
+from .strategies import DP_LAYOUTS
+
+PER_LAYOUT = ("fits", "efficiency", "step_s", "comm_s", "exposed_comm_s", "comm_fraction", "memory_gb",
+              "model_states_gb")
+GLOBAL = ("any_fits", "best_layout", "efficiency_best", "fits_megatron", "efficiency_megatron",
+          "best_megatron", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
+          "inter_latency_us", "inter_source", "nvlink", "nvlink_domain", "nodes", "gpus_per_node",
+          "world_size", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision", "model",
+          "transformer")
+
+
+def key(layout):
+    return layout.replace("-", "")
+
+
+NAMES = frozenset(GLOBAL) | {f"{f}_{key(l)}" for l in DP_LAYOUTS for f in PER_LAYOUT}
+
+
+def best(cands, kind=None):
+    ok = [c for c in cands if c["feasible"] and (kind is None or c["kind"] == kind)]
+    if not ok:
+        return None
+    # the most efficient; ties (within 0.1 point) go to the earlier, simpler layout
+    top = max(c["efficiency"] for c in ok)
+    return next(c for c in ok if c["efficiency"] >= top - 1e-3)
+
+
+def build(cands, cluster, w, lm, ecosystem, elastic):
+    f = {}
+    by = {c["layout"]: c for c in cands}
+    for l in DP_LAYOUTS:
+        c = by[l]
+        k = key(l)
+        f[f"fits_{k}"] = bool(c["feasible"])
+        for name in ("efficiency", "step_s", "comm_s", "exposed_comm_s", "memory_gb", "model_states_gb"):
+            f[f"{name}_{k}"] = c.get(name)
+        f[f"comm_fraction_{k}"] = (c["exposed_comm_s"] / c["step_s"]) if c.get("step_s") else None
+    b, bm = best(cands), best(cands, "megatron")
+    f.update(any_fits=b is not None, best_layout=b["layout"] if b else None,
+             efficiency_best=b["efficiency"] if b else None, fits_megatron=bm is not None,
+             efficiency_megatron=bm["efficiency"] if bm else None, best_megatron=bm["layout"] if bm else None)
+    for scope, pre in (("intra-node", "intra"), ("inter-node", "inter")):
+        needed = cluster["gpus_per_node"] > 1 if pre == "intra" else cluster["nodes"] > 1
+        lk = None
+        if needed:
+            try:
+                lk = lm.link(scope)
+            except UsageError:
+                lk = None
+        f[f"{pre}_gbs"] = lk.beta * lk.share / 1e9 if lk else None
+        f[f"{pre}_latency_us"] = lk.alpha * 1e6 if lk else None
+        f[f"{pre}_source"] = lk.source if lk else None
+    f.update(nvlink=cluster["nvlink"], nvlink_domain=cluster["nvlink_domain"], nodes=cluster["nodes"],
+             gpus_per_node=cluster["gpus_per_node"], world_size=cluster["world_size"],
+             gpu_mem_gb=cluster["gpu_mem_gb"], ecosystem=ecosystem, elastic=bool(elastic),
+             params=w["params"], params_b=w["params"] / 1e9, precision=w["precision"], model=w["name"],
+             transformer=w["kind"] == "transformer")
+    return f

@@ -1,0 +1,92 @@
+"""Synthetic results documents in the real schema (README "Results format") for the
+selection tests: hosts with recorded topology snapshots (topology/fixtures/dgx-h100:
+8 x H100, NVSwitch, 8 x 400G IB), records timed by a known alpha-beta model."""
+from __future__ import annotations
+
+import copy
+import json
+
+from comm_bench.select.collectives import terms
+from comm_bench.topology import fixture_root, snapshot
+
+_DGX = None
+
+
+def dgx_topology(host, rdma=True, nvlink=True):
+    """The DGX H100 fixture's snapshot, renamed; without RDMA NICs or NVLink on request."""
+    global _DGX
+    if _DGX is None:
+        _DGX = snapshot(fixture_root("dgx-h100"))
+    t = copy.deepcopy(_DGX)
+    t["host"] = host
+    if not rdma:
+        t["nics"] = [n for n in t["nics"] if n.get("kind") not in ("ib", "roce")]
+    if not nvlink:
+        for g in t["gpus"]:
+            g["nvlink"] = {"links": 0, "version": None, "gbs": None, "to_nvswitch": 0, "peers": {}}
+            g["nvlinks"] = []
+    return t
+
+
+def record(op, size, seconds, n, transport="nccl", pattern="collective", src=None, dst=None, hosts=None):
+    ka, kb = terms(op if op != "sendrecv" else "p2p", n)
+    t_us = seconds * 1e6
+    algbw = size / seconds / 1e9
+    lat = {k: t_us for k in ("min", "max", "avg", "median", "p99", "p999")}
+    lat["stdev"] = 0.0
+    rec = {"transport": transport, "op": op, "mode": "bw", "pattern": pattern, "size": int(size),
+           "count": int(size // 4), "dtype": "float32", "redop": "sum" if "reduce" in op else None, "root": None,
+           "iters": 20, "warmup": 5, "time_us": t_us, "algbw": algbw,
+           "busbw": algbw * (kb if op not in ("sendrecv", "p2p") else 1.0), "bw_peak": algbw,
+           "msg_rate_mpps": 1.0 / t_us, "latency_us": lat, "wrong": 0, "src": src, "dst": dst, "extra": {}}
+    if src is not None:
+        rec.update(src_host=hosts[src], dst_host=hosts[dst], src_device=None, dst_device=None, round=0)
+    return rec
+
+
+def document(transport, pattern, hosts, ranks_per_host, records, topology=dgx_topology):
+    """A results document: ranks spread over `hosts`, `ranks_per_host` each, one GPU per rank."""
+    ranks, host_entries, rank_host = [], [], []
+    for hi, h in enumerate(hosts):
+        ids = list(range(hi * ranks_per_host, (hi + 1) * ranks_per_host))
+        host_entries.append({"host": h, "ranks": ids, "topology": topology(h)})
+        for lr, r in enumerate(ids):
+            ranks.append({"rank": r, "host": h, "local_rank": lr, "pid": 1000 + r, "addr": f"10.0.{hi}.1",
+                          "devices": {"device": f"cuda:{lr}"}})
+            rank_host.append(h)
+    return {"schema_version": 1, "tool": "comm-bench", "version": "0.1.0", "command": ["comm-bench", "sweep"],
+            "started": "2026-11-30T00:00:00Z", "finished": "2026-11-30T00:01:00Z", "status": "ok",
+            "failure": None, "transport": transport, "world_size": len(ranks), "pattern": pattern, "options": {},
+            "hosts": host_entries, "ranks": ranks, "environment": {}, "results": records}
+
+
+SIZES = [2 ** k for k in range(10, 31, 2)]          # 1 KiB .. 1 GiB
+
+
+def collective_doc(hosts, gpus, alpha, beta, ops=("all_reduce", "all_gather", "reduce_scatter"),
+                   topology=dgx_topology):
+    """An `-t nccl --op ...` run over len(hosts) x gpus ranks, timed by the ring model."""
+    n = len(hosts) * gpus
+    recs = []
+    for op in ops:
+        ka, kb = terms(op, n)
+        for S in SIZES:
+            recs.append(record(op, S, ka * alpha + kb * S / beta, n))
+    return document("nccl", "collective", hosts, gpus, recs, topology)
+
+
+def pairwise_doc(hosts, alpha, beta, transport="tcp", topology=dgx_topology):
+    """A `--pattern pairwise` run with one rank per host: t = alpha + S / beta per pair."""
+    recs = []
+    for s in range(len(hosts)):
+        for d in range(len(hosts)):
+            if s != d:
+                for S in SIZES:
+                    recs.append(record("sendrecv", S, alpha + S / beta, 2, transport, "pairwise", s, d, hosts))
+    return document(transport, "pairwise", hosts, 1, recs, topology)
+
+
+def write(path, doc):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    return str(path)
