@@ -18,10 +18,19 @@ def slowest_per_iteration(per_rank_samples: list) -> list:
     return [max(vals) for vals in zip(*per_rank_samples)]
 
 
+def one_way(round_trips_us: list) -> list:
+    """A ping-pong's one-way latency: half of each round trip (perftest's and OSU's
+    definition; the README's contract for every transport's --mode lat)."""
+    return [x / 2 for x in round_trips_us]
+
+
 def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
                 iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
-                elem: int) -> dict:
+                elem: int, round_trip: bool = False) -> dict:
+    """`round_trip`: the samples are whole round trips (RunResult.round_trip)."""
     o = ops_mod.get(op)
+    if round_trip:
+        samples_us = one_way(samples_us)
     lat = stats(samples_us)
     time_us = lat["avg"]
     extra = dict(extra or {})

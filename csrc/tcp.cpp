@@ -243,9 +243,7 @@ std::vector<double> TcpMesh::pingpong(int peer, size_t nbytes, int iters, int wa
   loop.start();
   for (int i = 0; i < iters; ++i) { one("ping-pong"); loop.mark(size_t(i)); }
   *wrong = check ? checked_transfer(peer, nbytes, initiator) : 0;
-  std::vector<double> us = loop.samples_us();
-  for (double& x : us) x /= 2;  // one-way latency = RTT/2 (perftest's definition)
-  return initiator ? us : std::vector<double>{};
+  return initiator ? loop.samples_us() : std::vector<double>{};
 }
 
 }  // namespace cb

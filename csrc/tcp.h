@@ -27,7 +27,7 @@ class TcpMesh {
   std::vector<double> stream_send(int peer, size_t nbytes, int iters, int warmup, bool check);
   // The other side of stream_send; returns the number of wrong bytes in the checked message.
   int64_t stream_recv(int peer, size_t nbytes, int iters, int warmup, bool check);
-  // Ping-pong; the initiator returns per-iteration one-way latency (RTT/2, us).
+  // Ping-pong; the initiator returns per-iteration round trips (us; the record halves them).
   std::vector<double> pingpong(int peer, size_t nbytes, int iters, int warmup, bool initiator,
                                bool check, int64_t* wrong);
 

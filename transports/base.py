@@ -73,10 +73,13 @@ class RunResult:
     wrong: number of wrong elements/bytes found by the data check (0 when unchecked).
     extra: transport-specific fields copied into the record (e.g. bw_peak_gbps,
       msg_rate_mpps, counters, devices).
+    round_trip: the samples are whole ping-pong round trips; the record reports
+      half of each as the one-way latency (comm_bench.metrics, for every transport).
     """
     samples_us: list
     wrong: int = 0
     extra: dict = field(default_factory=dict)
+    round_trip: bool = False
 
 
 class Transport:

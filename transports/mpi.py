@@ -53,12 +53,11 @@ class MpiTransport(Transport):
             out[:] = 0
 
         try:
-            samples, wrong = fw.measure(steps, iters, warmup, check=check, want=want, role=role,
-                                        mode=mode, reset=reset, output=lambda: out)
+            return fw.measure(steps, iters, warmup, check=check, want=want, role=role,
+                              mode=mode, reset=reset, output=lambda: out)
         except self.MPI.Exception as exc:
             raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
                                  f"{exc.Get_error_string()}") from None
-        return RunResult(samples, wrong)
 
     def _collective_step(self, op, inp, out):
         c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size
