@@ -82,9 +82,17 @@ class RunResult:
     round_trip: bool = False
 
 
+# What a transport's data crosses between hosts, which decides a pair's link (topology/pairs.py):
+#   "cpu":  host memory through the kernel's network stack (the NIC holding the rank's address)
+#   "rdma": host memory through an RDMA NIC (a cross-host pair with no NIC known is "ib")
+#   "gpu":  GPU memory; across hosts through the NIC nearest the GPU (what NCCL picks)
+LINK_KINDS = ("cpu", "rdma", "gpu")
+
+
 class Transport:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    link_kind: ClassVar[str] = ""           # one of LINK_KINDS: every transport declares it
     ops: ClassVar[tuple] = ()
     # "collective": every rank takes part in each op; "pairwise" and
     # "pairwise-concurrent": run() is called on both ranks of the active pair(s)

@@ -17,6 +17,7 @@ TORCH_DTYPES = ("float32", "float64", "bfloat16", "int32", "int64", "int8", "uin
 class GlooTransport(Transport):
     name = "gloo"
     description = "torch.distributed with the Gloo backend (CPU tensors)"
+    link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")

@@ -87,6 +87,7 @@ def _connect_window(timeout: float) -> float:
 class GrpcTransport(Transport):
     name = "grpc"
     description = "gRPC (grpcio) unary ping-pong and client/bidirectional streams with bytes payloads"
+    link_kind = "cpu"
     ops = ("sendrecv", "bidir")
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")

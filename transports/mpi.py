@@ -13,6 +13,7 @@ from .base import RankContext, RunResult, Transport, TransportError, TransportUn
 class MpiTransport(Transport):
     name = "mpi"
     description = "MPI through mpi4py (numpy buffers)"
+    link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")

@@ -47,6 +47,7 @@ QP_INLINE_CAP = 236
 class RdmaTransport(Transport):
     name = "rdma"
     description = "RDMA verbs over rdma-core (InfiniBand, RoCE, Soft-RoCE): write, read, send, write_imm"
+    link_kind = "rdma"
     ops = ("write", "read", "send", "write_imm")
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")

@@ -12,6 +12,7 @@ from .base import RankContext, RunResult, Transport, TransportError
 class TcpTransport(Transport):
     name = "tcp"
     description = "raw TCP sockets from C++ (baseline for every other transport)"
+    link_kind = "cpu"
     ops = ("sendrecv",)
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
