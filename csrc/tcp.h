@@ -44,6 +44,9 @@ class TcpMesh {
   std::map<int, int> fds_;
   std::vector<char> buf_;
   std::vector<char> check_buf_;
+  // Test hook: COMM_BENCH_TEST_CORRUPT_TCP set flips one received byte of each data
+  // check, so a test can see the check count it (tests/test_data_checks.py).
+  bool corrupt_check_ = false;
 };
 
 // Fills buf with a pattern that depends on seed, so a misplaced or stale byte is caught.

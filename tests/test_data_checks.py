@@ -1,0 +1,14 @@
+"""The data checks see corrupted data: real ranks over loopback, one byte flipped
+after it arrived (a test hook in the transport), and the record counts it."""
+import pytest
+
+from cbtest import load_results, run_cli
+
+
+@pytest.mark.parametrize("mode", ["bw", "lat"])
+def test_tcp_check_counts_a_flipped_byte(tmp_results, mode):
+    p = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "--mode", mode, "-b", "8", "-e", "64K", "-f", "64",
+                "-n", "5", "-w", "1", "-c", "--no-progress", "-o", tmp_results, timeout=240,
+                env={"COMM_BENCH_TEST_CORRUPT_TCP": "1"})
+    doc = load_results(tmp_results)
+    assert [r["wrong"] for r in doc["results"]] == [1, 1, 1], (p.returncode, p.stderr[-2000:])
