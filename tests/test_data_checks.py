@@ -12,3 +12,14 @@ def test_tcp_check_counts_a_flipped_byte(tmp_results, mode):
                 env={"COMM_BENCH_TEST_CORRUPT_TCP": "1"})
     doc = load_results(tmp_results)
     assert [r["wrong"] for r in doc["results"]] == [1, 1, 1], (p.returncode, p.stderr[-2000:])
+
+
+@pytest.mark.parametrize("transport", ["gloo", "mpi"])
+@pytest.mark.parametrize("mode, wrong", [("bw", 1), ("lat", 2)])  # lat: both ends check
+def test_framework_check_counts_a_changed_element(tmp_results, transport, mode, wrong):
+    p = run_cli("sweep", "-t", transport, "--nprocs", "2", "--op", "sendrecv", "--pattern", "pair",
+                "--mode", mode, "-b", "64", "-e", "4K", "-f", "64", "-n", "5", "-w", "1", "-c",
+                "--no-progress", "-o", tmp_results, timeout=240,
+                env={"COMM_BENCH_TEST_CORRUPT_CHECK": "1"})
+    doc = load_results(tmp_results)
+    assert [r["wrong"] for r in doc["results"]] == [wrong, wrong], (p.returncode, p.stderr[-2000:])
