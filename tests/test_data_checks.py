@@ -23,3 +23,14 @@ def test_framework_check_counts_a_changed_element(tmp_results, transport, mode, 
                 env={"COMM_BENCH_TEST_CORRUPT_CHECK": "1"})
     doc = load_results(tmp_results)
     assert [r["wrong"] for r in doc["results"]] == [wrong, wrong], (p.returncode, p.stderr[-2000:])
+
+
+@pytest.mark.parametrize("op, mode", [("sendrecv", "bw"), ("sendrecv", "lat"), ("bidir", "bw")])
+def test_grpc_check_counts_a_changed_byte(tmp_results, op, mode):
+    pytest.importorskip("grpc")
+    p = run_cli("sweep", "-t", "grpc", "--nprocs", "2", "--op", op, "--mode", mode, "-b", "1K", "-e", "64K",
+                "-f", "64", "-n", "4", "-w", "1", "-c", "--no-progress", "-o", tmp_results, timeout=240,
+                env={"COMM_BENCH_TEST_CORRUPT_CHECK": "1"})
+    doc = load_results(tmp_results)
+    wrong = [r["wrong"] for r in doc["results"]]
+    assert len(wrong) == 2 and all(w > 0 for w in wrong), (wrong, p.returncode, p.stderr[-2000:])

@@ -7,15 +7,10 @@ The native transports (tcp, rdma, cuda, nccl) time their loops in C++.
 """
 from __future__ import annotations
 
-import os
 import time
 
 from .. import ops as ops_mod
-from .base import RunResult
-
-# Test hook: one element of each checked result changed after it arrived, so a test
-# sees the check count it (tests/test_data_checks.py). Read once, never in a timed loop.
-_CORRUPT_CHECK = bool(os.environ.get("COMM_BENCH_TEST_CORRUPT_CHECK"))
+from .base import TEST_CORRUPT_CHECK, RunResult
 
 
 def time_loop(step, iters: int, warmup: int, finish=None) -> list:
@@ -75,7 +70,7 @@ def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want,
         if role == "src" and mode == "bw":
             want = None  # the destination checks what arrived
         got = output()
-        if _CORRUPT_CHECK and want is not None and got.size:
+        if TEST_CORRUPT_CHECK and want is not None and got.size:
             got.reshape(-1)[got.size // 2] += 1
         wrong = ops_mod.count_wrong(got, want)
     return RunResult(samples if role != "dst" else [], wrong,
