@@ -23,12 +23,22 @@ BATCH_TIMING = {"time_us": "pass 1: events around all iterations / iters",
                 "latency_us": "pass 2: an event after each iteration"}
 
 
+def one_way(round_trips_us: list) -> list:
+    """A ping-pong's one-way latency: half of each round trip (perftest's and OSU's
+    definition; the README's contract for every transport's --mode lat)."""
+    return [x / 2 for x in round_trips_us]
+
+
 def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
                 iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
-                elem: int, mean_us: float | None = None, reverse_mean_us: float | None = None) -> dict:
-    """mean_us: the batch-timed time per iteration (else the samples' mean);
+                elem: int, round_trip: bool = False, mean_us: float | None = None,
+                reverse_mean_us: float | None = None) -> dict:
+    """`round_trip`: the samples are whole round trips (RunResult.round_trip);
+    mean_us: the batch-timed time per iteration (else the samples' mean);
     reverse_mean_us: a concurrent bidirectional pair's other direction (same size)."""
     o = ops_mod.get(op)
+    if round_trip:
+        samples_us = one_way(samples_us)
     lat = stats(samples_us)
     time_us = lat["avg"] if mean_us is None else float(mean_us)
     extra = dict(extra or {})

@@ -187,8 +187,7 @@ class _RankRun:
     def _collective(self, op, size):
         size = ops_mod.get(op).round_size(size, self.n, self.elem)
         res = self._run(op, size)
-        got = self.store.gather_to(0, "cb/res", {"samples": res.samples_us, "wrong": res.wrong,
-                                                 "extra": res.extra, "mean_us": res.mean_us})
+        got = self.store.gather_to(0, "cb/res", _measured(res))
         if self.rank == 0:
             samples = slowest_per_iteration([g["samples"] for g in got])
             means = [g["mean_us"] for g in got if g["mean_us"] is not None]
@@ -196,15 +195,14 @@ class _RankRun:
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern="collective",
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
-                extra=got[0]["extra"], elem=self.elem, mean_us=_ranks_time(op, means)), f"{op} {size} B")
+                extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
+                mean_us=_ranks_time(op, means)), f"{op} {size} B")
 
     def _pairs(self, op, size, round_idx, pairs):
         size = ops_mod.get(op).round_size(size, 2, self.elem)
         peer, role = my_pair(pairs, self.rank)
         res = self._run(op, size, peer, role) if peer is not None else None
-        mine = None if res is None else {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra,
-                                         "mean_us": res.mean_us}
-        got = self.store.gather_to(0, "cb/res", mine)
+        got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
         if self.rank != 0:
             return
         for src, dst in pairs:
@@ -213,7 +211,7 @@ class _RankRun:
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
-                elem=self.elem, mean_us=s["mean_us"],
+                elem=self.elem, round_trip=s["round_trip"], mean_us=s["mean_us"],
                 reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None)
             if d["extra"]:
                 rec["extra"]["dst"] = d["extra"]
@@ -237,6 +235,12 @@ def _ranks_time(op, means):
     if not means:
         return None
     return sum(means) / len(means) if op in ops_mod.COLLECTIVES else max(means)
+
+
+def _measured(res) -> dict:
+    """One rank's RunResult as it travels to rank 0 through the store."""
+    return {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra,
+            "round_trip": res.round_trip, "mean_us": res.mean_us}
 
 
 def _topology_snapshot():

@@ -369,7 +369,15 @@ def _cover(bad, measured, min_share, max_ends):
     return cover, left
 
 
+# Every kind of finding check() can report, in report order: the JUnit output lists
+# each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
+FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected",
+                 "collective-below-expected", "wrong-data", "run-failed")
+
+
 def _finding(kind, message, **kw):
+    if kind not in FINDING_KINDS:
+        raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")
     return {"kind": kind, "severity": "error", "message": message, **kw}
 
 
@@ -503,8 +511,7 @@ def write_junit(report, path):
     for g in c.get("groups") or []:
         name = f"{g['class']} {g['op']} {human_size(g['size'])}"
         cases.append((name, []))
-    kinds = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected", "wrong-data", "run-failed")
-    for k in kinds:
+    for k in FINDING_KINDS:
         cases.append((k, by_kind.get(k, [])))
     nfail = sum(1 for _, fs in cases if fs)
     xml = [f'<?xml version="1.0" encoding="UTF-8"?>',

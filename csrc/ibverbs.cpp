@@ -542,9 +542,7 @@ LoopResult Engine::pingpong(int peer, Op op, size_t nbytes, int64_t iters, bool 
     if (!poll_send(c, peer, "latency: final completions", nullptr)) idle_check(idle, peer, "latency: final completions");
   }
   if (!timed) return r;
-  r.samples_us = loop.samples_us();
-  if (op != Op::Read)
-    for (double& s : r.samples_us) s /= 2;  // perftest: one-way latency = round trip / 2
+  r.samples_us = loop.samples_us();  // round trips: the record halves them (but a read's)
   r.first_post_to_last_completion_us = loop.total_ns() / 1e3;
   return r;
 }

@@ -61,7 +61,7 @@ struct ConnConfig {
 
 // The result of one timed native loop.
 struct LoopResult {
-  std::vector<double> samples_us;  // bw: time between completions; lat: per-iteration latency
+  std::vector<double> samples_us;  // bw: time between completions; lat: per-iteration round trips
   double first_post_to_last_completion_us = 0;
   double peak_gbps = 0;            // best window of tx_depth consecutive completions
 };

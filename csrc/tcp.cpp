@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "harness.h"
@@ -80,7 +81,8 @@ std::vector<double> harness_timed_waits_us(size_t iters, uint64_t wait_ns) {
 
 TcpMesh::TcpMesh(int rank, const std::string& bind_addr, int port, double timeout_s,
                  size_t max_bytes)
-    : rank_(rank), timeout_s_(timeout_s), buf_(std::max<size_t>(max_bytes, 1)) {
+    : rank_(rank), timeout_s_(timeout_s), buf_(std::max<size_t>(max_bytes, 1)),
+      corrupt_check_(std::getenv("COMM_BENCH_TEST_CORRUPT_TCP") != nullptr) {
   socklen_t len;
   sockaddr_storage ss = resolve(bind_addr, port, &len);
   listen_fd_ = socket(ss.ss_family, SOCK_STREAM, 0);
@@ -202,6 +204,7 @@ int64_t TcpMesh::checked_transfer(int peer, size_t nbytes, bool sender) {
     return 0;
   }
   recv_all(peer, check_buf_.data(), nbytes, "data check");
+  if (corrupt_check_ && nbytes) check_buf_[nbytes / 2] ^= 0x5a;
   return count_pattern_errors(check_buf_.data(), nbytes, nbytes);
 }
 
@@ -243,9 +246,7 @@ std::vector<double> TcpMesh::pingpong(int peer, size_t nbytes, int iters, int wa
   loop.start();
   for (int i = 0; i < iters; ++i) { one("ping-pong"); loop.mark(size_t(i)); }
   *wrong = check ? checked_transfer(peer, nbytes, initiator) : 0;
-  std::vector<double> us = loop.samples_us();
-  for (double& x : us) x /= 2;  // one-way latency = RTT/2 (perftest's definition)
-  return initiator ? us : std::vector<double>{};
+  return initiator ? loop.samples_us() : std::vector<double>{};
 }
 
 }  // namespace cb

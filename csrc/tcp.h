@@ -27,7 +27,7 @@ class TcpMesh {
   std::vector<double> stream_send(int peer, size_t nbytes, int iters, int warmup, bool check);
   // The other side of stream_send; returns the number of wrong bytes in the checked message.
   int64_t stream_recv(int peer, size_t nbytes, int iters, int warmup, bool check);
-  // Ping-pong; the initiator returns per-iteration one-way latency (RTT/2, us).
+  // Ping-pong; the initiator returns per-iteration round trips (us; the record halves them).
   std::vector<double> pingpong(int peer, size_t nbytes, int iters, int warmup, bool initiator,
                                bool check, int64_t* wrong);
 
@@ -44,6 +44,9 @@ class TcpMesh {
   std::map<int, int> fds_;
   std::vector<char> buf_;
   std::vector<char> check_buf_;
+  // Test hook: COMM_BENCH_TEST_CORRUPT_TCP set flips one received byte of each data
+  // check, so a test can see the check count it (tests/test_data_checks.py).
+  bool corrupt_check_ = false;
 };
 
 // Fills buf with a pattern that depends on seed, so a misplaced or stale byte is caught.

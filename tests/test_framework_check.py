@@ -12,10 +12,10 @@ def run_check(op, rank, n, step_result):
     def step():
         out[:] = step_result(values, out_count)
 
-    samples, wrong = fw.measure((step, None), 3, 1, check=True, reset=lambda: out.fill(0),
-                                output=lambda: out, want=want, role=None, mode="bw")
-    assert len(samples) == 3 and all(s >= 0 for s in samples)
-    return wrong, out_count
+    res = fw.measure((step, None), 3, 1, check=True, reset=lambda: out.fill(0),
+                     output=lambda: out, want=want, role=None, mode="bw")
+    assert len(res.samples_us) == 3 and all(s >= 0 for s in res.samples_us)
+    return res.wrong, out_count
 
 
 def test_an_op_that_does_nothing_is_all_wrong():
@@ -45,9 +45,9 @@ def test_gather_from_the_wrong_rank_order_is_caught():
 def test_a_stream_source_leaves_the_check_to_the_destination():
     values, count, want = fw.check_plan("sendrecv", 0, 2, 64, 1, role="src")
     out = np.zeros(count)
-    _, wrong = fw.measure((lambda: None, lambda: None), 2, 0, check=True, reset=lambda: None,
-                          output=lambda: out, want=want, role="src", mode="bw")
-    assert wrong == 0
-    samples, wrong = fw.measure((lambda: None, None), 2, 0, check=True, reset=lambda: None,
-                                output=lambda: out, want=want, role="dst", mode="bw")
-    assert samples == [] and wrong == count  # nothing arrived
+    res = fw.measure((lambda: None, lambda: None), 2, 0, check=True, reset=lambda: None,
+                     output=lambda: out, want=want, role="src", mode="bw")
+    assert res.wrong == 0
+    res = fw.measure((lambda: None, None), 2, 0, check=True, reset=lambda: None,
+                     output=lambda: out, want=want, role="dst", mode="bw")
+    assert res.samples_us == [] and res.wrong == count  # nothing arrived

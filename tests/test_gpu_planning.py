@@ -128,26 +128,18 @@ def test_bus_factors_for_n_gpus(n, ar, ag):
         assert ops.get(name).bus_factor(n) == 1.0
 
 
-@pytest.mark.parametrize("n", [1, 2, 4, 8])
-def test_nccl_buffer_plan_matches_ops(n):
-    """The per-rank element counts csrc/nccl_bench.cu uses equal comm_bench.ops' counts."""
-    elem = 4
-    for name in ops.COLLECTIVES:
-        o = ops.get(name)
-        size = o.round_size(3 << 20, n, elem)
-        total = size // elem
-        native_in = total // n if name == "all_gather" else total
-        native_out = total // n if name == "reduce_scatter" else total
-        assert (native_in, native_out) == o.counts(size, n, elem)
-        if o.scales_with_n:
-            assert total % n == 0
+def test_copy_ops_are_declared_and_count_bytes_once():
+    """Each rank's own copies (h2d, d2h, bidir, d2d) are ops of the collective pattern
+    declared in comm_bench.ops (an undeclared name would pass for a pair op); the
+    peer copies are pair ops; every copy counts its bytes once."""
+    from comm_bench.transports.cuda import LOCAL_OPS, PEER_OPS
 
-
-def test_copy_ops_count_bytes_once():
-    from comm_bench.transports.cuda import CudaCopyTransport
-
-    for name in CudaCopyTransport.ops:
-        assert ops.get(name).bus_factor(2) == 1.0 or name.endswith("bidir")
+    for name in LOCAL_OPS:
+        assert name in ops.LOCAL_OPS and ops.get(name).collective, name
+    for name in PEER_OPS:
+        assert not ops.get(name).collective, name
+    for name in LOCAL_OPS + PEER_OPS:
+        assert [ops.get(name).bus_factor(n) for n in (1, 2, 8)] == [1.0, 1.0, 1.0], name
 
 
 def test_nvlink_version_enum_and_rate():

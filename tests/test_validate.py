@@ -218,6 +218,18 @@ def collective_doc(busbw, nodes=1):
     return doc
 
 
+def test_junit_lists_a_collective_finding(tmp_path):
+    """A run whose only finding is collective-below-expected fails in JUnit too."""
+    path = write(tmp_path, collective_doc(200.0), "coll.json")
+    junit = tmp_path / "j.xml"
+    p = run_cli("validate", path, "--json", "--junit", junit, check_rc=1)
+    assert kinds(json.loads(p.stdout)) == ["collective-below-expected"]
+    root = ET.parse(junit).getroot()
+    assert root.get("failures") == "1"
+    failed = [tc.get("name") for tc in root if tc.find("failure") is not None]
+    assert failed == ["collective-below-expected"]
+
+
 def test_collective_checked_against_its_slowest_link():
     ok = check(collective_doc(380.0))                 # 8 GPUs, NVLink 450 GB/s x 0.70 = 315
     assert ok["status"] == "pass"

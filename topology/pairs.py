@@ -16,9 +16,15 @@ import re
 from . import links as L
 from .matrix import nvlink_between
 
-CPU_TRANSPORTS = {"tcp", "gloo", "mpi", "grpc", "grpc_streams", "socket"}
-RDMA_TRANSPORTS = {"rdma", "ibverbs", "verbs", "ucx"}
-GPU_TRANSPORTS = {"nccl", "cuda", "cuda_copy", "copy", "nvshmem"}
+
+
+def link_kind(transport: str):
+    """The transport's own link_kind (transports/base.py LINK_KINDS); None for a name
+    no registered transport has (a document from another version)."""
+    from ..registry import transports
+
+    cls = transports().get(transport)
+    return cls.link_kind if cls else None
 
 
 def _is_ip(s):
@@ -33,6 +39,7 @@ class LinkMap:
     def __init__(self, doc):
         self.doc = doc
         self.transport = (doc.get("transport") or "").lower()
+        self.link_kind = link_kind(self.transport)
         self.ranks = {}
         for r in doc.get("ranks") or []:
             if isinstance(r, dict) and isinstance(r.get("rank"), int):
@@ -143,7 +150,7 @@ class LinkMap:
                         return dict(n, addrs=[addr] if addr else [],
                                     inferred=True)
             return None
-        if kind == "gpu" and self.transport in GPU_TRANSPORTS | RDMA_TRANSPORTS:
+        if kind == "gpu" and self.link_kind in ("gpu", "rdma"):
             # NCCL picks the NIC closest to the GPU (PIX/PXB in the matrix)
             g = self._gpu(topo, val)
             m = topo.get("matrix") or {}
@@ -234,7 +241,7 @@ class LinkMap:
             return "loopback", None
         a, b = self._nic_for(src, rec, "src"), self._nic_for(dst, rec, "dst")
         if a is None and b is None:
-            cls = "ib" if self.transport in RDMA_TRANSPORTS else "network"
+            cls = "ib" if self.link_kind == "rdma" else "network"
             return cls, None
         kinds = {L.nic_class(n) for n in (a, b) if n}
         cls = next((k for k in ("ib", "roce", "ethernet", "virtual") if k in kinds), "network")

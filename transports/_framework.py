@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from .. import ops as ops_mod
+from .base import TEST_CORRUPT_CHECK, RunResult
 
 
 def time_loop(step, iters: int, warmup: int, finish=None) -> list:
@@ -56,9 +57,8 @@ def ring_peers(rank: int, n: int):
 
 def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want, role, mode):
     """Time `steps` = (step, finish) and, with check, run one more iteration on fresh data
-    (`reset()`), comparing `output()` (a numpy array) with `want`. (samples, wrong)."""
-    from .. import ops as ops_mod
-
+    (`reset()`), comparing `output()` (a numpy array) with `want`. A pair's ping-pong
+    samples are whole round trips (the record halves them)."""
     step, finish = steps
     samples = time_loop(step, iters, warmup, finish)
     wrong = 0
@@ -69,8 +69,12 @@ def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want,
             finish()
         if role == "src" and mode == "bw":
             want = None  # the destination checks what arrived
-        wrong = ops_mod.count_wrong(output(), want)
-    return (samples if role != "dst" else []), wrong
+        got = output()
+        if TEST_CORRUPT_CHECK and want is not None and got.size:
+            got.reshape(-1)[got.size // 2] += 1
+        wrong = ops_mod.count_wrong(got, want)
+    return RunResult(samples if role != "dst" else [], wrong,
+                     round_trip=mode == "lat" and role is not None)
 
 
 def pair_steps(send, recv, inp, out, ack, peer: int, role: str, mode: str):

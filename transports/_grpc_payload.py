@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import struct
 
+from .base import TEST_CORRUPT_CHECK
+
 ACK = struct.Struct("<qq")          # (messages received, wrong elements)
 ELEM = {"uint8": 1, "int8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "int32": 4,
         "float64": 8, "int64": 8}
@@ -28,6 +30,8 @@ def message_seed(src: int, dst: int, idx: int, direction: int) -> int:
 
 def count_wrong(got: bytes, expected: bytes, esize: int) -> int:
     """Wrong elements of `got` against `expected` (0 when equal)."""
+    if TEST_CORRUPT_CHECK and got:
+        got = bytes([got[0] ^ 0x5A]) + bytes(got[1:])
     if got == expected:
         return 0
     n_elem = max(1, len(expected) // esize)

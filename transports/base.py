@@ -7,6 +7,7 @@ bus factors belong to the op (comm_bench.ops), never to the transport.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -16,6 +17,11 @@ if __package__ in (None, "", "transports"):  # imported as a top-level package b
 
 
 from ..errors import RunFailed, UsageError
+
+# Test hook of the Python data checks (gloo, mpi, grpc): one element of each checked
+# result is changed after it arrived, so a test sees the check count it
+# (tests/test_data_checks.py). Read once at import, never in a timed loop.
+TEST_CORRUPT_CHECK = bool(os.environ.get("COMM_BENCH_TEST_CORRUPT_CHECK"))
 
 
 class TransportError(RunFailed):
@@ -76,16 +82,27 @@ class RunResult:
     mean_us: the time per iteration from a pass of its own (GPU transports: two events
       around the whole batch, as nccl-tests and nvbandwidth time), when the samples come
       from a second pass that times each iteration; None: the mean of the samples.
+    round_trip: the samples are whole ping-pong round trips; the record reports
+      half of each as the one-way latency (comm_bench.metrics, for every transport).
     """
     samples_us: list
     wrong: int = 0
     extra: dict = field(default_factory=dict)
     mean_us: Optional[float] = None
+    round_trip: bool = False
+
+
+# What a transport's data crosses between hosts, which decides a pair's link (topology/pairs.py):
+#   "cpu":  host memory through the kernel's network stack (the NIC holding the rank's address)
+#   "rdma": host memory through an RDMA NIC (a cross-host pair with no NIC known is "ib")
+#   "gpu":  GPU memory; across hosts through the NIC nearest the GPU (what NCCL picks)
+LINK_KINDS = ("cpu", "rdma", "gpu")
 
 
 class Transport:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    link_kind: ClassVar[str] = ""           # one of LINK_KINDS: every transport declares it
     ops: ClassVar[tuple] = ()
     # "collective": every rank takes part in each op; "pairwise" and
     # "pairwise-concurrent": run() is called on both ranks of the active pair(s)

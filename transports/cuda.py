@@ -95,6 +95,7 @@ def gpu_description(mod, dev: int) -> dict:
 class CudaCopyTransport(Transport):
     name = "cuda"
     description = "CUDA copies (copy engines and SM kernels): host<->GPU, device-local, GPU->GPU"
+    link_kind = "gpu"
     ops = LOCAL_OPS + PEER_OPS
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)

@@ -17,6 +17,7 @@ TORCH_DTYPES = ("float32", "float64", "bfloat16", "int32", "int64", "int8", "uin
 class GlooTransport(Transport):
     name = "gloo"
     description = "torch.distributed with the Gloo backend (CPU tensors)"
+    link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
@@ -62,14 +63,13 @@ class GlooTransport(Transport):
         steps = (self._collective_step(op, inp, out), None) if peer is None else \
             self._pair_step(inp, out, peer, role, mode)
         try:
-            samples, wrong = fw.measure(
+            return fw.measure(
                 steps, iters, warmup, check=check, want=want, role=role, mode=mode,
                 reset=lambda: (inp.copy_(torch.from_numpy(values).to(torch_dtype)), out.zero_()),
                 output=lambda: result.to(torch.float64).numpy())
         except RuntimeError as exc:
             raise TransportError(f"rank {self.ctx.rank}: gloo {op} of {nbytes} B failed: "
                                  f"{str(exc).splitlines()[0]}") from None
-        return RunResult(samples, wrong)
 
     def _collective_step(self, op, inp, out):
         d, rank, n = self.dist, self.ctx.rank, self.ctx.world_size

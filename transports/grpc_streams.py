@@ -15,7 +15,7 @@ beyond what grpcio itself makes.
 
 Definitions (same as the other transports, shared/DESIGN.md):
 - ``sendrecv`` mode ``lat``: ``iters`` unary calls carrying S bytes each way;
-  sample = RTT/2.
+  the samples are round trips (the record reports half).
 - ``sendrecv`` mode ``bw``: S-byte messages from src to dst over ``--streams K``
   client streams (messages dealt round robin across streams, each a whole
   S-byte gRPC message). Bandwidth = S x iters / (first timed send -> the server's
@@ -87,6 +87,7 @@ def _connect_window(timeout: float) -> float:
 class GrpcTransport(Transport):
     name = "grpc"
     description = "gRPC (grpcio) unary ping-pong and client/bidirectional streams with bytes payloads"
+    link_kind = "cpu"
     ops = ("sendrecv", "bidir")
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
@@ -458,8 +459,8 @@ class GrpcTransport(Transport):
             stamps[i] = pc()
             ping(payload, timeout=timeout)
         stamps[iters] = pc()
-        samples = [(stamps[i + 1] - stamps[i]) / 2000.0 for i in range(iters)]   # RTT/2 in us
-        return RunResult(samples, 0, {"streams": 1})
+        samples = [(stamps[i + 1] - stamps[i]) / 1e3 for i in range(iters)]   # round trips, us
+        return RunResult(samples, 0, {"streams": 1}, round_trip=True)
 
     def _split(self, iters: int) -> list:
         k = min(self._streams, max(1, iters))

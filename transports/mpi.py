@@ -13,6 +13,7 @@ from .base import RankContext, RunResult, Transport, TransportError, TransportUn
 class MpiTransport(Transport):
     name = "mpi"
     description = "MPI through mpi4py (numpy buffers)"
+    link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
@@ -53,12 +54,11 @@ class MpiTransport(Transport):
             out[:] = 0
 
         try:
-            samples, wrong = fw.measure(steps, iters, warmup, check=check, want=want, role=role,
-                                        mode=mode, reset=reset, output=lambda: out)
+            return fw.measure(steps, iters, warmup, check=check, want=want, role=role,
+                              mode=mode, reset=reset, output=lambda: out)
         except self.MPI.Exception as exc:
             raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
                                  f"{exc.Get_error_string()}") from None
-        return RunResult(samples, wrong)
 
     def _collective_step(self, op, inp, out):
         c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size

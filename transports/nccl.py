@@ -85,6 +85,7 @@ def nccl_env() -> dict:
 class NcclTransport(Transport):
     name = "nccl"
     description = "NCCL called from C++ (libnccl loaded at run time), one rank per GPU"
+    link_kind = "gpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)

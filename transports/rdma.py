@@ -15,8 +15,8 @@ Definitions (shared/DESIGN.md, as perftest):
   samples are the times between completions (spread over the ops each
   completion covers), so they sum to that time. bw_peak is the best rate over
   any tx-depth x qps consecutive completions; msg_rate_mpps = iters / time.
-- lat: ping-pong on QP 0; sample = round trip / 2 for write, send and
-  write_imm, the full round trip for read.
+- lat: ping-pong on QP 0; the samples are round trips, which the record halves
+  for write, send and write_imm; a read's latency is its whole round trip.
 - -c: src fills its buffer with a pattern that depends on size and run; the
   side the bytes landed on counts wrong bytes after the run.
 - extra["counters"]: deltas of /sys/class/infiniband/<dev>/ports/<p>/counters
@@ -47,6 +47,7 @@ QP_INLINE_CAP = 236
 class RdmaTransport(Transport):
     name = "rdma"
     description = "RDMA verbs over rdma-core (InfiniBand, RoCE, Soft-RoCE): write, read, send, write_imm"
+    link_kind = "rdma"
     ops = ("write", "read", "send", "write_imm")
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
@@ -206,7 +207,8 @@ class RdmaTransport(Transport):
                              msg_rate_mpps=iters / total_us)
             extra.update(qps=self.opt["qps"] if mode == "bw" else 1, tx_depth=self.opt["tx_depth"],
                          inline_size=inline, bidir=bidir)
-            return RunResult(samples_us=res["samples_us"], wrong=wrong, extra=extra)
+            return RunResult(samples_us=res["samples_us"], wrong=wrong, extra=extra,
+                             round_trip=mode == "lat" and op != "read")
         return RunResult(samples_us=[], wrong=wrong, extra=extra)
 
     def _stream(self, op, nbytes, iters, warmup, peer, sends_here, receives_here):

@@ -2,7 +2,7 @@
 
 bw: the source streams `iters` messages to the destination; the last sample
 includes the wait for the destination's acknowledgement of the final byte.
-lat: ping-pong, sample = RTT/2.
+lat: ping-pong; the samples are round trips (the record reports half).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .base import RankContext, RunResult, Transport, TransportError
 class TcpTransport(Transport):
     name = "tcp"
     description = "raw TCP sockets from C++ (baseline for every other transport)"
+    link_kind = "cpu"
     ops = ("sendrecv",)
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
@@ -44,7 +45,7 @@ class TcpTransport(Transport):
         try:
             if mode == "lat":
                 samples, wrong = self.mesh.pingpong(peer, nbytes, iters, warmup, role == "src", check)
-                return RunResult(samples, wrong)
+                return RunResult(samples, wrong, round_trip=True)
             if role == "src":
                 return RunResult(self.mesh.stream_send(peer, nbytes, iters, warmup, check))
             return RunResult([], self.mesh.stream_recv(peer, nbytes, iters, warmup, check))

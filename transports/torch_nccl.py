@@ -19,6 +19,7 @@ ROOT = 0
 class TorchNcclTransport(Transport):
     name = "torch-nccl"
     description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
+    link_kind = "gpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)

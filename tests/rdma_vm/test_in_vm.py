@@ -51,18 +51,25 @@ def test_every_op_moves_correct_bytes(mode):
 
 
 def test_check_counts_wrong_bytes():
-    """The check is real: corrupting the landed bytes is counted."""
+    """The check is real: bytes that arrive with the wrong content are counted, while
+    the same landed bytes checked against what was sent count none."""
+    import zlib
+
     def body(t, rank):
         peer = 1 - rank
         res = t.run("write", 4096, 10, 1, check=True, mode="bw", peer=peer, role="src" if rank == 0 else "dst")
-        # overwrite what arrived with the pattern of another run, then count again
-        import zlib
-        other = zlib.crc32(b"not-this-run")
-        t.engine.prepare(peer, 4096, other, True, 0, 0)
-        return {"first": res.wrong, "self_check": t.engine.count_wrong(peer, 4096, zlib.crc32(b"x"), False)}
+        expected, sent = zlib.crc32(b"this-run"), zlib.crc32(b"not-this-run")
+        t.engine.prepare(peer, 4096, sent, True, 0, 0)   # src: sbuf = pattern(sent); dst: rbuf cleared
+        t.ctx.store.barrier("corrupt/ready")
+        if rank == 0:  # a real RDMA write of the wrong pattern into the peer's buffer
+            t.engine.stream(peer, "write", 4096, 1, 0, False)
+        t.ctx.store.barrier("corrupt/landed")          # the write has completed
+        return {"first": res.wrong, "as_expected": t.engine.count_wrong(peer, 4096, expected, False),
+                "as_sent": t.engine.count_wrong(peer, 4096, sent, False)}
     src, dst = _ok(run_ranks(2, body, max_bytes=4096))
     assert dst["first"] == 0
-    assert dst["self_check"] > 4000  # rbuf was cleared by prepare: nearly every byte differs
+    assert dst["as_sent"] == 0, dst             # what landed is the written data, not a cleared buffer
+    assert dst["as_expected"] > 4000, dst       # ...and it is nearly all wrong for this run
 
 
 def test_multi_qp_and_bidirectional():
