@@ -1,14 +1,24 @@
 """The run's rendezvous store: torch.distributed's TCPStore, hosted by rank 0.
 
 Transports exchange connection data through it (addresses, QP numbers, NCCL
-ids), and the sweep uses it for barriers and to gather results on rank 0.
-Under mpirun the store's address is agreed through MPI; otherwise it comes from
-MASTER_ADDR/MASTER_PORT (torchrun, srun recipes, or the local spawner).
+ids), and the sweep uses it for barriers, heartbeats, aborts and to gather
+results on rank 0. Under mpirun the store's address is agreed through MPI;
+otherwise it comes from MASTER_ADDR/MASTER_PORT (torchrun, srun recipes, or the
+local spawner).
+
+The store itself has no authentication, so rank 0 hosts it on the address the
+ranks use only (loopback for local runs), and every value goes in sealed with
+an HMAC of its key and content under the run's secret (secret.py): a value
+that does not verify is treated as absent (docs/reliability.md).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import json
 import os
+import socket
 import time
 from datetime import timedelta
 
@@ -23,7 +33,7 @@ class Store:
     """
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, timeout: float,
-                 is_master: bool | None = None):
+                 is_master: bool | None = None, *, secret: bytes, all_local: bool = True):
         # torch's C++ logs (with stack frames) would bury our one-line errors,
         # which already say what failed; --debug keeps them
         if not os.environ.get("COMM_BENCH_DEBUG"):
@@ -32,43 +42,89 @@ class Store:
 
         self.host, self.port = host, port
         self.rank, self.world_size, self.timeout = rank, world_size, timeout
+        self._secret = secret
         master = (rank == 0) if is_master is None else is_master
         try:
+            listen = {"master_listen_fd": _listener(host, port, all_local)} if master else {}
             self._s = TCPStore(host, port, world_size if master else None, master,
-                               timedelta(seconds=timeout), wait_for_workers=False)
+                               timedelta(seconds=timeout), wait_for_workers=False, **listen)
         except Exception as exc:  # noqa: BLE001 - torch raises several types here
             where = "host the rendezvous store on" if master else "reach the rendezvous store at"
             raise RunFailed(f"rank {rank} could not {where} {host}:{port}: {_one_line(exc)}") from None
         self._seq: dict = {}
+        self._beats: dict = {}
 
     @property
     def raw(self):
-        """The underlying torch TCPStore (for torch.distributed process groups)."""
+        """The underlying torch TCPStore (for torch.distributed process groups; what they
+        exchange through it is not sealed)."""
         return self._s
 
     def client(self, timeout: float) -> "Store":
         """A second connection (for another thread) with its own timeout."""
-        return Store(self.host, self.port, self.rank, self.world_size, timeout, is_master=False)
+        return Store(self.host, self.port, self.rank, self.world_size, timeout, is_master=False,
+                     secret=self._secret)
+
+    # -- sealed values -----------------------------------------------------------
+    def _mac(self, key: str, payload: bytes) -> bytes:
+        return hmac.new(self._secret, key.encode() + b"\0" + payload, hashlib.sha256).hexdigest().encode()
+
+    def _open(self, key: str, sealed: bytes):
+        """The payload of a sealed value, or None if it was not made with this run's secret."""
+        mac, payload = sealed[:64], sealed[64:]
+        return payload if hmac.compare_digest(mac, self._mac(key, payload)) else None
 
     # -- plain key/value -------------------------------------------------
     def set(self, key: str, value) -> None:
-        self._s.set(key, value if isinstance(value, (bytes, str)) else json.dumps(value))
+        if not isinstance(value, (bytes, str)):
+            value = json.dumps(value)
+        payload = value.encode() if isinstance(value, str) else value
+        self._s.set(key, self._mac(key, payload) + payload)
 
     def get(self, key: str) -> bytes:
-        try:
-            return self._s.get(key)
-        except Exception as exc:  # noqa: BLE001
-            raise RunFailed(f"rank {self.rank}: timed out after {self.timeout:.0f} s waiting for "
-                            f"'{key}' in the rendezvous store ({_one_line(exc)})") from None
+        """The value of `key` (waiting for it); values another process forged are
+        waited past until the real one arrives, up to the timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                payload = self._open(key, self._s.get(key))
+            except Exception as exc:  # noqa: BLE001
+                raise RunFailed(f"rank {self.rank}: timed out after {self.timeout:.0f} s waiting for "
+                                f"'{key}' in the rendezvous store ({_one_line(exc)})") from None
+            if payload is not None:
+                return payload
+            if time.monotonic() > deadline:
+                raise RunFailed(f"rank {self.rank}: '{key}' in the rendezvous store at {self.host}:"
+                                f"{self.port} fails authentication: a process without this run's "
+                                "secret is writing to the store (see docs/reliability.md)")
+            time.sleep(0.05)
 
     def get_json(self, key: str):
         return json.loads(self.get(key))
 
     def add(self, key: str, amount: int) -> int:
+        """A raw counter: NOT authenticated, so nothing a rank acts on (use beat/beats)."""
         return self._s.add(key, amount)
 
     def check(self, keys) -> bool:
-        return self._s.check(list(keys))
+        """Whether every key holds a value sealed with this run's secret (a forged one
+        counts as absent)."""
+        keys = list(keys)
+        if not self._s.check(keys):
+            return False
+        return all(self._open(k, self._s.get(k)) is not None for k in keys)
+
+    def beat(self, key: str) -> None:
+        """Bump this process's own authenticated counter `key` (a heartbeat)."""
+        self._beats[key] = self._beats.get(key, 0) + 1
+        self.set(key, str(self._beats[key]))
+
+    def beats(self, key: str):
+        """Another process's counter made by beat(), or None if absent or forged."""
+        if not self._s.check([key]):
+            return None
+        payload = self._open(key, self._s.get(key))
+        return None if payload is None else int(payload)
 
     # -- collectives over the store -----------------------------------------
     def _key(self, tag: str) -> str:
@@ -79,20 +135,20 @@ class Store:
     def all_gather(self, tag: str, obj) -> list:
         """Every rank's JSON-serialisable `obj`, ordered by rank."""
         base = self._key(tag)
-        self._s.set(f"{base}/{self.rank}", json.dumps(obj))
+        self.set(f"{base}/{self.rank}", json.dumps(obj))
         keys = [f"{base}/{r}" for r in range(self.world_size)]
         self._wait(keys, what=tag)
-        return [json.loads(self._s.get(k)) for k in keys]
+        return [self.get_json(k) for k in keys]
 
     def gather_to(self, root: int, tag: str, obj):
         """On `root` the list of every rank's obj; None elsewhere."""
         base = self._key(tag)
-        self._s.set(f"{base}/{self.rank}", json.dumps(obj))
+        self.set(f"{base}/{self.rank}", json.dumps(obj))
         if self.rank != root:
             return None
         keys = [f"{base}/{r}" for r in range(self.world_size)]
         self._wait(keys, what=tag)
-        out = [json.loads(self._s.get(k)) for k in keys]
+        out = [self.get_json(k) for k in keys]
         for k in keys:
             self._s.delete_key(k)
         return out
@@ -100,15 +156,13 @@ class Store:
     def broadcast(self, root: int, tag: str, obj=None):
         key = self._key(tag)
         if self.rank == root:
-            self._s.set(key, json.dumps(obj))
+            self.set(key, json.dumps(obj))
             return obj
         self._wait([key], what=tag)
-        return json.loads(self._s.get(key))
+        return self.get_json(key)
 
     def barrier(self, tag: str = "barrier") -> None:
-        base = self._key(tag)
-        self._s.set(f"{base}/{self.rank}", b"1")
-        self._wait([f"{base}/{r}" for r in range(self.world_size)], what=tag)
+        self.all_gather(tag, 1)  # every arrival read back sealed: a forged one cannot release it
 
     def _wait(self, keys, what: str) -> None:
         deadline = time.monotonic() + self.timeout
@@ -127,6 +181,24 @@ class Store:
             return self._s.check([key])
         except Exception:  # noqa: BLE001
             return False
+
+
+def _listener(host: str, port: int, all_local: bool) -> int:
+    """A socket listening on the address the ranks reach the store on (torch binds
+    every interface otherwise). When ranks on other hosts use another name for a
+    host whose own name resolves to loopback (/etc/hosts' 127.0.1.1), every interface."""
+    family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    if ipaddress.ip_address(addr[0].split("%")[0]).is_loopback and not all_local:
+        addr = ("::" if family == socket.AF_INET6 else "0.0.0.0", port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr[:2] if family == socket.AF_INET else addr)
+        sock.listen(socket.SOMAXCONN)
+    except BaseException:
+        sock.close()
+        raise
+    return sock.detach()  # torch's server owns it from here
 
 
 def _one_line(exc: BaseException) -> str:

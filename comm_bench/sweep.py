@@ -6,6 +6,7 @@ pattern) or each round of pairs (pair patterns).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -20,7 +21,8 @@ from .metrics import make_record, slowest_per_iteration
 from .pairs import PATTERNS, my_pair, schedule
 from .progress import Progress
 from .rendezvous import Store
-from .results import ResultsWriter, new_document
+from .results import OUTPUT_CLAIMED_ENV, ResultsWriter, claim_output, new_document
+from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
 from .table import header, row, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
@@ -42,6 +44,7 @@ class SweepConfig:
     options: dict = field(default_factory=dict)
     addr: str | None = None
     progress: bool = True
+    force: bool = False          # replace an -o file that is not a comm-bench document
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -58,6 +61,11 @@ def resolve(cfg: SweepConfig, world_size: int):
     if cfg.dtype not in cls.dtypes:
         raise UsageError(f"transport '{cfg.transport}' does not take --dtype {cfg.dtype}; "
                          f"it takes: {', '.join(cls.dtypes)}")
+    elem = ops_mod.dtype_size(cfg.dtype)
+    odd = [s for s in cfg.sizes if s % elem]
+    if odd:
+        raise UsageError(f"size {odd[0]} B is not a whole number of {cfg.dtype} elements ({elem} B each): "
+                         f"choose -b/-e/-f that give multiples of {elem} B")
     if cfg.iters < 1 or cfg.warmup < 0:
         raise UsageError("--iters must be at least 1 and --warmup_iters at least 0")
     if cfg.timeout <= 0:
@@ -76,11 +84,30 @@ def resolve(cfg: SweepConfig, world_size: int):
     return cls
 
 
+@contextlib.contextmanager
+def local_run(cfg: SweepConfig):
+    """For the spawner: check and lock -o for the whole run (its ranks write under that
+    lock), and hand the ranks a fresh store secret through their environment."""
+    target = claim_output(cfg.output, cfg.force)
+    os.environ[OUTPUT_CLAIMED_ENV] = os.path.abspath(cfg.output)
+    if not os.environ.get(SECRET_ENV) and not os.environ.get(SECRET_FILE_ENV):
+        os.environ[SECRET_ENV] = new_secret()
+    try:
+        yield
+    finally:
+        target.close()
+
+
 def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     cls = resolve(cfg, info.world_size)
     master, port = rendezvous_address(info)
+    secret, source = run_secret(info)
+    all_local = info.local_world_size >= info.world_size
     store = Store(master, port, info.rank, info.world_size, cfg.timeout,
-                  is_master=False if info.agent_store else None)
+                  is_master=False if info.agent_store else None, secret=secret, all_local=all_local)
+    if source == "derived" and info.rank == 0 and not all_local:
+        print(f"comm-bench: note: the store's messages are sealed with a key derived from the launch "
+              f"environment, not a secret: set {SECRET_FILE_ENV} (docs/reliability.md)", file=sys.stderr)
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
     table = store.all_gather("cb/ranks", me)
@@ -155,11 +182,11 @@ class _RankRun:
             h = hosts.setdefault(t["host"], {"host": t["host"], "ranks": [], "topology": None})
             h["ranks"].append(t["rank"])
             h["topology"] = h["topology"] or d["topology"]
-        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress")}
+        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force")}
         options["transport_options"] = cfg.options
         doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
                            options=options, ranks=ranks, hosts=list(hosts.values()))
-        self.writer = ResultsWriter(cfg.output, doc)
+        self.writer = ResultsWriter(cfg.output, doc, force=cfg.force)
         self.nhosts = len(hosts)
         rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
         self.progress = Progress(len(cfg.ops) * len(cfg.sizes) * rounds, enabled=cfg.progress)

@@ -1,17 +1,23 @@
 """The nccl-tests-style table (sweep output and `comm-bench report`)."""
 from __future__ import annotations
 
+
+def _fmt(value, spec: str) -> str:
+    """A number formatted, or N/A for a field the record leaves out (the schema allows that)."""
+    return "N/A" if value is None else format(value, spec)
+
+
 COLUMNS = [  # (title, width, how to get it from a record)
     ("size", 12, lambda r: r["size"]),
-    ("count", 12, lambda r: r["count"]),
-    ("type", 8, lambda r: r["dtype"]),
+    ("count", 12, lambda r: r.get("count", "N/A")),
+    ("type", 8, lambda r: r.get("dtype", "N/A")),
     ("redop", 6, lambda r: r.get("redop") or "none"),
     ("root", 5, lambda r: -1 if r.get("root") is None else r["root"]),
-    ("time(us)", 10, lambda r: f"{r['time_us']:.2f}"),
-    ("algbw(GB/s)", 12, lambda r: f"{r['algbw']:.3f}"),
-    ("busbw(GB/s)", 12, lambda r: f"{r['busbw']:.3f}"),
-    ("p50(us)", 10, lambda r: f"{r['latency_us']['median']:.2f}"),
-    ("p99(us)", 10, lambda r: f"{r['latency_us']['p99']:.2f}"),
+    ("time(us)", 10, lambda r: _fmt(r.get("time_us"), ".2f")),
+    ("algbw(GB/s)", 12, lambda r: _fmt(r.get("algbw"), ".3f")),
+    ("busbw(GB/s)", 12, lambda r: _fmt(r.get("busbw"), ".3f")),
+    ("p50(us)", 10, lambda r: _fmt((r.get("latency_us") or {}).get("median"), ".2f")),
+    ("p99(us)", 10, lambda r: _fmt((r.get("latency_us") or {}).get("p99"), ".2f")),
     ("#wrong", 7, lambda r: r["wrong"] if r.get("wrong") is not None else "N/A"),
     ("pair", 9, lambda r: f"{r['src']}->{r['dst']}" if r.get("src") is not None else ""),
 ]
@@ -30,7 +36,7 @@ def csv_header() -> list:
 
 
 def csv_row(record: dict) -> list:
-    return [get(record) for _, _, get in COLUMNS] + [record["op"], record["transport"],
+    return [get(record) for _, _, get in COLUMNS] + [record["op"], record.get("transport"),
                                                       record.get("mode"), record.get("pattern")]
 
 

@@ -26,6 +26,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
 from .heatmap import human_size, load_results, measured_gbs, pair_records
+from .safefile import read_bounded
 
 DEFAULT_RULES = {
     "version": 1,
@@ -44,6 +45,7 @@ DEFAULT_RULES = {
     "check_wrong": True,
 }
 RULE_KEYS = set(DEFAULT_RULES)
+MAX_RULES_BYTES = 1 << 20
 CLASS_KEYS = {"efficiency", "floor_gbs"}
 MAD_SCALE = 1.4826
 
@@ -51,6 +53,8 @@ MAD_SCALE = 1.4826
 # ----------------------------------------------------------------------------- rules
 def parse_size(v):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if not math.isfinite(v) or v < 0:
+            raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)")
         return int(v)
     m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGkmg]?)i?B?\s*$", str(v))
     if not m:
@@ -73,10 +77,9 @@ def load_rules(path=None):
     if path is None:
         return copy.deepcopy(DEFAULT_RULES)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read rules file '{path}': {exc.strerror}") from None
+        text = read_bounded(path, "rules file", limit=MAX_RULES_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"rules file '{path}' is not UTF-8 text") from None
     if path.endswith(".json"):
         try:
             user = json.loads(text)
@@ -106,6 +109,9 @@ def _check_rules(rules, path="rules"):
     if unknown:
         raise UsageError(f"rules file '{path}': unknown key '{sorted(unknown)[0]}' "
                          f"(known: {', '.join(sorted(RULE_KEYS))})")
+    if rules["version"] != DEFAULT_RULES["version"] or isinstance(rules["version"], bool):
+        raise UsageError(f"rules file '{path}': version {rules['version']!r} is not one this comm-bench "
+                         f"reads (it reads version {DEFAULT_RULES['version']})")
     parse_size(rules["min_size"])
     tables = [("classes", rules.get("classes") or {})]
     for t, tr in (rules.get("transports") or {}).items():
@@ -122,7 +128,7 @@ def _check_rules(rules, path="rules"):
                 raise UsageError(f"rules file '{path}': {where}.{cls} takes only "
                                  f"{', '.join(sorted(CLASS_KEYS))}")
             for k, v in spec.items():
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                if not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     _check_outliers(rules["outliers"], "outliers", path, complete=True)
 
@@ -138,9 +144,13 @@ def _check_outliers(o, where, path, complete=False):
         raise UsageError(f"rules file '{path}': unknown key {where}.{sorted(unknown)[0]} "
                          f"(known: {', '.join(OUTLIER_KEYS)})")
     for k in OUTLIER_KEYS if complete else o:
-        v = o.get(k)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+        if not _number(o.get(k)):
             raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
+
+
+def _number(v) -> bool:
+    """A finite number >= 0 (YAML's .nan and .inf are not)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
 def outlier_rules(rules, transport):
@@ -342,7 +352,8 @@ def _collective_checks(doc, lm, rules, transport):
             out["findings"].append(_finding(
                 "collective-below-expected",
                 f"{op} {human_size(r['size'])} on {n} ranks: busbw {got:.3g} GB/s is below the expected "
-                f"minimum {exp:.3g} GB/s of its slowest link ({cls}, theoretical {theo:.3g} GB/s)",
+                f"minimum {exp:.3g} GB/s of its slowest link ({cls}, theoretical "
+                f"{f'{theo:.3g} GB/s' if theo else 'unknown'})",
                 op=op, size=r["size"], link_class=cls, measured_gbs=got, expected_gbs=exp))
     return out
 

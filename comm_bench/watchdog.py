@@ -69,7 +69,7 @@ class Watchdog:
         last_seen = {r: (None, time.monotonic()) for r in range(self.world_size)}
         while not self._stop.wait(1.0):
             try:
-                self._client.add(f"cb/hb/{self.rank}", 1)
+                self._client.beat(f"cb/hb/{self.rank}")
                 if self._client.check([ABORT_KEY]):
                     self.stop_for(json.loads(self._client.get(ABORT_KEY)))
                 if self.rank == 0:
@@ -86,7 +86,7 @@ class Watchdog:
         for r in range(1, self.world_size):
             if self._client.check([f"cb/done/{r}"]):
                 continue
-            beat = int(self._client.add(f"cb/hb/{r}", 0))
+            beat = self._client.beats(f"cb/hb/{r}")  # None: absent or forged
             prev, since = last_seen[r]
             if beat != prev:
                 last_seen[r] = (beat, now)

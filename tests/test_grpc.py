@@ -240,7 +240,7 @@ def test_receiver_limit_reports_message_too_large():
     from comm_bench.rendezvous import Store
 
     port = free_port()
-    stores = [Store("127.0.0.1", port, r, 2, 20) for r in range(2)]
+    stores = [Store("127.0.0.1", port, r, 2, 20, secret=b"test-secret") for r in range(2)]
     ts = [gs.GrpcTransport(), gs.GrpcTransport()]
     ctxs = [ctx(0, store=stores[0], timeout=10.0, max_bytes=1 << 20),
             ctx(1, store=stores[1], timeout=10.0, max_bytes=0, grpc_max_message="64K")]

@@ -150,7 +150,7 @@ def rank_main(a) -> int:
     from comm_bench.rendezvous import Store
 
     rank, world = a.rank, 2
-    store = Store(a.master, a.port, rank, world, a.timeout)
+    store = Store(a.master, a.port, rank, world, a.timeout, secret=f"bench-grpc:{a.port}".encode())
     size_list = sizes(parse_size(a.minbytes), parse_size(a.maxbytes), a.stepfactor)
     max_bytes = max(size_list)
     overrides = json.loads(a.options)

@@ -30,8 +30,8 @@ def report(results_file, fmt, html_out):
         w.writerow(table.csv_header())
         w.writerows(table.csv_row(r) for r in records)
     else:
-        print(f"# {results_file}: {doc['transport']} on {doc['world_size']} rank(s), "
-              f"status {doc['status']}" + (f" ({doc['failure']['reason']})" if doc.get("failure") else ""))
+        print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
+              f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
         for op in dict.fromkeys(r["op"] for r in records):
             print(f"# op {op}")
             print(table.header())

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..launch import detect
 from ..sizes import size_range
 from ..spawn import spawn_local
-from ..sweep import SweepConfig, resolve, run_rank
+from ..sweep import SweepConfig, local_run, resolve, run_rank
 
 
 def _env(name):
@@ -54,6 +54,8 @@ def _transport_options(func):
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU].")
 @click.option("-o", "--output", default="results.json", envvar=_env("output"), help="Results JSON file.")
+@click.option("--force", is_flag=True, envvar=_env("force"),
+              help="Replace -o even if it is not a comm-bench results document.")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
               help="Seconds before a silent peer counts as dead.")
 @click.option("--addr", default=None, envvar=_env("addr"),
@@ -61,7 +63,7 @@ def _transport_options(func):
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, timeout, addr, progress, **transport_options):
+          pattern, nprocs, output, force, timeout, addr, progress, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -75,15 +77,17 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
-                      output=output, addr=addr, progress=progress,
+                      output=output, addr=addr, progress=progress, force=force,
                       options={k: v for k, v in transport_options.items() if k in mine})
     info = detect()
     if nprocs is None:
         nprocs = cls.default_ranks()
     if info.launcher == "single" and nprocs > 1:
         resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
-        sys.exit(spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
-                             timeout=timeout, results_path=output))
+        with local_run(cfg):
+            code = spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
+                               timeout=timeout, results_path=output)
+        sys.exit(code)
     code = run_rank(cfg, info)
     # A finished rank leaves at once, its results written: the native libraries' finalisers
     # (NCCL, CUDA, torch) have crashed at interpreter exit (SIGSEGV while garbage-collecting,
