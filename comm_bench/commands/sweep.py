@@ -92,6 +92,10 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     # A finished rank leaves at once, its results written: the native libraries' finalisers
     # (NCCL, CUDA, torch) have crashed at interpreter exit (SIGSEGV while garbage-collecting,
     # after the last record of a 2-GPU NCCL sweep), which would turn a good run into a failed one.
+    # mpirun counts a rank that leaves without MPI_Finalize as failed.
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
