@@ -32,9 +32,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 STRATEGY_LAYOUT = {"ddp": "ddp", "fsdp": "fsdp"}
 
 
-def select_args(bench, case):
+def select_args(bench, case, overlap=1.0):
     """The `comm-bench select` options that describe a measured case's workload."""
-    return {"params": case["params"], "layers": case["layers"], "hidden": case["hidden"],
+    return {"overlap": overlap, "params": case["params"], "layers": case["layers"], "hidden": case["hidden"],
             "heads": max(1, case["hidden"] // 128), "seq_len": bench["seq_len"],
             "micro_batch": bench["micro_batch"], "precision": "bf16" if bench["dtype"] == "bf16" else "fp32",
             "bucket_mb": bench["bucket_mb"], "nodes": 1, "gpus_per_node": bench["world_size"],
@@ -110,6 +110,7 @@ def main(argv=None):
     p.add_argument("--select", nargs="+", default=None,
                    help="select --json outputs instead, one per case in the bench file's order")
     p.add_argument("--save-dir", default=None, help="write each case's select JSON here")
+    p.add_argument("--overlap", type=float, default=1.0, help="select's --overlap (default 1, its default)")
     p.add_argument("--target", type=float, default=0.2)
     p.add_argument("--strict", action="store_true", help="exit 1 when an error exceeds --target")
     p.add_argument("--json", dest="json_out", default=None, help="write the comparison rows as JSON")
@@ -126,7 +127,7 @@ def main(argv=None):
         return 2
     selections = []
     for i, case in enumerate(cases):
-        args = select_args(bench, case)
+        args = select_args(bench, case, a.overlap)
         if a.results:
             print(f"# {cli_line(a.results, args)}")
             sel = predict_with_library(a.results, args)

@@ -47,7 +47,7 @@ def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
     """The cluster dict: measured shape from the documents, flags over it."""
     c = {"sources": {}}
     n_nodes, rpn, gpn, mems, names, nvl, domain, pcie_rate = 1, 1, 0, [], [], [], [], []
-    rdma_nics, eth_rates, inter_kinds = [], [], set()
+    rdma_nics, eth_rates, inter_kinds = [], [], {}
     for path, doc in docs:
         lm = LinkMap(doc)
         per = {}
@@ -70,8 +70,9 @@ def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
                 pcie_rate.append((g.get("pcie") or {}).get("cur_gbs"))
             rd = [n for n in nics if n.get("kind") in ("ib", "roce") and n.get("state", "up") != "down"]
             rdma_nics.append(len(rd))
-            for n in rd:
-                inter_kinds.add((n["kind"], n.get("rate_gbs")))
+            for n in rd:                # (kind, rate) -> how many NICs of it
+                key = (n["kind"], n.get("rate_gbs") or 0)
+                inter_kinds[key] = inter_kinds.get(key, 0) + 1
             for n in nics:
                 if n.get("kind") == "ethernet" and not n.get("virtual") and n.get("rate_gbs"):
                     eth_rates.append(n["rate_gbs"])
@@ -107,8 +108,10 @@ def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
         c["intra_class"], c["intra_theoretical_gbs"] = "pcie", (min(rates) if rates else None)
     c["nics_per_node"] = max(rdma_nics) if rdma_nics and max(rdma_nics) else 1
     if inter_kinds:
-        kind, rate = max(inter_kinds, key=lambda kr: kr[1] or 0)
-        c["inter_class"], c["inter_theoretical_gbs"] = kind, rate
+        # the fastest port, the most common kind among equals (a DGX: 8 IB compute NICs
+        # beside 4 RoCE storage ports); then the name, so the choice never depends on order
+        kind, rate = max(inter_kinds, key=lambda kr: (kr[1], inter_kinds[kr], kr[0]))
+        c["inter_class"], c["inter_theoretical_gbs"] = kind, rate or None
     elif eth_rates:
         c["inter_class"], c["inter_theoretical_gbs"] = "ethernet", max(eth_rates)
     else:
