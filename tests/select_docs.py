@@ -38,9 +38,9 @@ def record(op, size, seconds, n, transport="nccl", pattern="collective", src=Non
            "count": int(size // 4), "dtype": "float32", "redop": "sum" if "reduce" in op else None, "root": None,
            "iters": 20, "warmup": 5, "time_us": t_us, "algbw": algbw,
            "busbw": algbw * (kb if op not in ("sendrecv", "p2p") else 1.0), "bw_peak": algbw,
-           "msg_rate_mpps": 1.0 / t_us, "latency_us": lat, "wrong": 0, "src": src, "dst": dst, "extra": {}}
-    if src is not None:
-        rec.update(src_host=hosts[src], dst_host=hosts[dst], src_device=None, dst_device=None, round=0)
+           "msg_rate_mpps": 1.0 / t_us, "latency_us": lat, "wrong": 0, "extra": {}}
+    if src is not None:  # a collective record has no src/dst at all, as the sweep writes it
+        rec.update(src=src, dst=dst, src_host=hosts[src], dst_host=hosts[dst], src_device=None, dst_device=None, round=0)
     return rec
 
 

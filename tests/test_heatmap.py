@@ -320,3 +320,31 @@ def test_1024_ranks_under_10s(tmp_path):
     html = tmp_path / "h1024.html"
     heatmap.make(str(path), str(html), by="host")
     assert html.stat().st_size > 10000
+
+
+def test_bidirectional_records_count_per_direction(tmp_path):
+    """peer_bidir (both GPUs writing to each other at once): each direction is compared with
+    the link's one-direction rate (392 of 450 GB/s = 87%), never the total (784: 174%); the
+    direction the pair pattern did not run on its own (1->0) gets its own cell; validate
+    passes the healthy pair and flags a direction that runs at half."""
+    def value(s, d, size, rnd):
+        return 392.0
+    doc = make_doc(nodes=1, gpn=2, transport="cuda", op="peer_bidir", pattern="pair", pairs=[(0, 1)],
+                   sizes=(256 << 20,), value=value)
+    rec = doc["results"][0]
+    rec["extra"] = {"per_direction_gbps": {"src->dst": 392.0, "dst->src": 196.0}, "total_gbps": 588.0}
+    data = heatmap.build(doc)
+    assert cell(data, 0, "node000:GPU0", "node000:GPU1") == pytest.approx(392 / 450)
+    assert cell(data, 0, "node000:GPU1", "node000:GPU0") == pytest.approx(196 / 450)
+    path = write(tmp_path, doc)
+    proc = run_cli("validate", path, "--json")
+    assert proc.returncode == 1, proc.stderr
+    found = json.loads(proc.stdout)["findings"]
+    # two pairs are too few to single one out: the class finding carries the slow direction alone
+    assert [f["kind"] for f in found] == ["class-below-expected"], found
+    assert "1 of 2 nvlink pairs" in found[0]["message"]
+    assert found[0]["measured_gbs"] == pytest.approx(196.0)
+    rec["extra"]["per_direction_gbps"]["dst->src"] = 390.0
+    rec["extra"]["total_gbps"] = 782.0
+    proc = run_cli("validate", write(tmp_path, doc, "ok.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
