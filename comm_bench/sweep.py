@@ -7,6 +7,7 @@ pattern) or each round of pairs (pair patterns).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import threading
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from . import ops as ops_mod, registry
 from .errors import CommBenchError, UsageError
 from .launch import LaunchInfo, own_address, rendezvous_address
+from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
 from .pairs import PATTERNS, my_pair, schedule
 from .progress import Progress
@@ -24,6 +26,11 @@ from .results import ResultsWriter, new_document
 from .table import header, row, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
+
+# every timed iteration's sample reaches rank 0 (about 20 bytes of JSON each); this
+# bounds that traffic and rank 0's memory per record
+MAX_ITERS = 1_000_000
+MAX_TIMEOUT_S = 1e6
 
 
 @dataclass
@@ -42,6 +49,7 @@ class SweepConfig:
     options: dict = field(default_factory=dict)
     addr: str | None = None
     progress: bool = True
+    oversubscribe: bool = False
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -58,10 +66,11 @@ def resolve(cfg: SweepConfig, world_size: int):
     if cfg.dtype not in cls.dtypes:
         raise UsageError(f"transport '{cfg.transport}' does not take --dtype {cfg.dtype}; "
                          f"it takes: {', '.join(cls.dtypes)}")
-    if cfg.iters < 1 or cfg.warmup < 0:
-        raise UsageError("--iters must be at least 1 and --warmup_iters at least 0")
-    if cfg.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    if not (1 <= cfg.iters <= MAX_ITERS and 0 <= cfg.warmup <= MAX_ITERS):
+        raise UsageError(f"--iters must be 1 to {MAX_ITERS} and --warmup_iters 0 to {MAX_ITERS}")
+    if not 0 < cfg.timeout <= MAX_TIMEOUT_S:  # also refuses nan and inf
+        raise UsageError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:.0f} seconds "
+                         f"(got {cfg.timeout})")
     cls.check_options(cfg.options, max(cfg.sizes))
     if cfg.pattern is None:
         collective = "collective" in cls.patterns and all(ops_mod.get(o).collective for o in cfg.ops)
@@ -78,9 +87,19 @@ def resolve(cfg: SweepConfig, world_size: int):
 
 def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     cls = resolve(cfg, info.world_size)
+    check_host(cls, max(cfg.sizes), info.world_size, info.local_world_size, spawning=False,
+               oversubscribe=cfg.oversubscribe)
     master, port = rendezvous_address(info)
+    try:
+        socket.getaddrinfo(master, port)
+    except OSError as exc:
+        raise UsageError(f"the rendezvous host MASTER_ADDR={master!r} does not resolve "
+                         f"({exc.strerror or exc})") from None
     store = Store(master, port, info.rank, info.world_size, cfg.timeout,
                   is_master=False if info.agent_store else None)
+    if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
+        raise UsageError(f"another process already runs as rank {info.rank} of this run "
+                         f"(at {master}:{port}): each rank needs its own RANK")
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
     table = store.all_gather("cb/ranks", me)
@@ -223,7 +242,12 @@ class _RankRun:
         with self.lock:
             if self.writer is None:
                 return
-            self.writer.append(record)
+            # a SIGTERM (from the local parent) waits until the record is whole
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+            try:
+                self.writer.append(record)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
         self.progress.advance(description)
 

@@ -101,6 +101,16 @@ class Transport:
         return 2
 
     @classmethod
+    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
+        """Host memory one rank holds for sizes up to `max_bytes`: a send and a receive buffer."""
+        return 2 * max_bytes
+
+    @classmethod
+    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
+        """GPU memory one rank holds for sizes up to `max_bytes` (0: none)."""
+        return 0
+
+    @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
         """Reject bad transport options once, before any rank starts (raise
         UsageError or TransportUnavailable); setup() may parse them again."""

@@ -110,6 +110,10 @@ class CudaCopyTransport(Transport):
         return probe_gpu()
 
     @classmethod
+    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
+        return 2 * max_bytes  # and as much host memory for the host<->device copies
+
+    @classmethod
     def default_ranks(cls) -> int:
         return one_rank_per_gpu()
 

@@ -99,6 +99,14 @@ class NcclTransport(Transport):
     )
 
     @classmethod
+    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
+        return 0  # the buffers live on the GPU
+
+    @classmethod
+    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
+        return 2 * max_bytes
+
+    @classmethod
     def default_ranks(cls) -> int:
         from .cuda import one_rank_per_gpu
 
