@@ -8,6 +8,7 @@ The parent names the first rank that dies and stops the others.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,7 +46,7 @@ def spawn_local(nprocs: int, argv: list, *, use_mpirun: bool, timeout: float,
                     procs.append(subprocess.Popen(cmd, stdout=None if rank == 0 else subprocess.DEVNULL,
                                                   **spawn))
                     names.append(f"rank {rank} (pid {procs[-1].pid} on {socket.gethostname()})")
-            lines = _Lines(procs)
+            lines = _Lines(procs, hold_all=use_mpirun)
             return _watch(procs, names, results_path, lines)
         except (KeyboardInterrupt, _Signalled) as exc:
             _stop(procs)
@@ -99,7 +100,8 @@ class _Lines:
     """The ranks' stderr: other text passes through, lines of comm-bench's own are held
     (a rank's failure line) until the parent knows which one names the cause."""
 
-    def __init__(self, procs):
+    def __init__(self, procs, hold_all: bool = False):
+        self.hold_all = hold_all  # mpirun: its notices span lines; the cause is read from them
         self.held = [[] for _ in procs]
         self._buf = [b"" for _ in procs]
         self._fds = [p.stderr for p in procs]
@@ -122,7 +124,7 @@ class _Lines:
                 self._buf[i] = b""
             for raw in complete:
                 line = raw.decode(errors="replace")
-                if line.startswith("comm-bench: ") and not os.environ.get("COMM_BENCH_DEBUG"):
+                if (self.hold_all or line.startswith("comm-bench: ")) and not os.environ.get("COMM_BENCH_DEBUG"):
                     self.held[i].append(line)
                 else:
                     print(line, file=sys.stderr, flush=True)
@@ -171,32 +173,69 @@ def _failed(procs, names, results_path, lines, failed) -> int:
         time.sleep(0.05)
     signalled = _stop(procs)
     lines.pump(final=True)
-    # A rank killed by a signal (not by us) or stopped is the cause; the others failed
-    # because of it. Else the cause is the rank the ranks themselves named.
-    killed = [i for i, p in enumerate(procs) if p.returncode < 0 and i not in signalled]
-    if killed or stopped:
-        first = (killed or stopped)[0]
-        code = procs[first].returncode
-        why = ("was stopped (SIGSTOP) and answered nothing" if first not in killed else
-               f"was killed by signal {-code} ({signal.Signals(-code).name})")
-        kept = _finalize(results_path, {"rank": first, "host": socket.gethostname(), "reason": why},
+    cause = _cause(procs, names, lines, signalled, stopped)
+    if cause:
+        rank, who, why = cause
+        kept = _finalize(results_path, {"rank": rank, "host": socket.gethostname(), "reason": why},
                          authoritative=True)
-        print(f"comm-bench: {names[first]} {why}; the other ranks were stopped" +
+        print(f"comm-bench: {who} {why}; the other ranks were stopped" +
               (f"; results measured before are in {results_path}" if kept else ""), file=sys.stderr)
         return 1
     named = _named(results_path)
-    first = named["rank"] if named and named["rank"] < len(procs) else failed[0]
+    mpirun = names == ["mpirun"]
+    first = named["rank"] if named and named["rank"] < len(procs) and not mpirun else failed[0]
     code = procs[first].returncode
-    if lines.held[first]:
-        own = lines.held[first][-1]
-    elif named:
-        own = f"comm-bench: rank {named['rank']} on {named.get('host')}: {named.get('reason')}"
-    else:
+    own = _own_line(lines, first, named, mpirun)
+    if own is None:
         own = f"comm-bench: {names[first]} exited with code {code}"
         _finalize(results_path, {"rank": first, "host": socket.gethostname(),
                                  "reason": f"exited with code {code}"})
     print(own, file=sys.stderr)
     return code if code in (2, INTERNAL_ERROR) else 1
+
+
+def _own_line(lines, first, named, mpirun):
+    """The cause's own error line: the named rank's (through mpirun, the line that starts
+    with its rank), else the first one mpirun passed on, else the document's words."""
+    if not mpirun:
+        mine = lines.held[first]
+    else:
+        ours = [ln for ln in lines.held[0] if ln.startswith("comm-bench: ")]
+        mine = [ln for ln in ours if named and ln.startswith(f"comm-bench: rank {named['rank']}:")
+                and ": stopping: " not in ln] or ([] if named else ours[:1])
+    if mine:
+        return mine[-1]
+    if named:
+        return f"comm-bench: rank {named['rank']} on {named.get('host')}: {named.get('reason')}"
+    return None
+
+
+# Open MPI's own notice when a rank dies of a signal (its launcher saw it; we only see mpirun)
+_MPI_KILLED = re.compile(r"process rank (\d+) with PID (\d+) on\s+node (\S+) exited on\s+signal (\d+)")
+
+
+def _cause(procs, names, lines, signalled, stopped):
+    """(rank, who, why) of a rank killed by a signal we did not send, or stopped; else None.
+    The others failed because of it, whatever they reported."""
+    if names == ["mpirun"]:
+        m = _MPI_KILLED.search("\n".join(lines.held[0]))
+        if not m:
+            return None
+        rank, pid, host, sig = m.groups()
+        return int(rank), f"rank {rank} (pid {pid} on {host})", f"was killed by {_signal(int(sig))}"
+    killed = [i for i, p in enumerate(procs) if p.returncode < 0 and i not in signalled]
+    if killed:
+        return killed[0], names[killed[0]], f"was killed by {_signal(-procs[killed[0]].returncode)}"
+    if stopped:
+        return stopped[0], names[stopped[0]], "was stopped (SIGSTOP) and answered nothing"
+    return None
+
+
+def _signal(num: int) -> str:
+    try:
+        return f"signal {num} ({signal.Signals(num).name})"
+    except ValueError:
+        return f"signal {num}"
 
 
 def _named(results_path):

@@ -135,3 +135,50 @@ def test_two_processes_with_one_rank(tmp_path):
         for p in procs:
             p.kill()
             p.communicate()
+
+
+def mpi_rank_pids(limit=60):
+    """{rank: pid} of this test's mpi ranks (children of mpirun's daemons, not ours)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = {}
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            except (OSError, ValueError):
+                continue
+            if env.get(b"COMM_BENCH_TEST_RUN") == TEST_RUN and b"OMPI_COMM_WORLD_RANK" in env:
+                found[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
+        if len(found) == 3:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"mpi ranks not found: {found}")
+
+
+TEST_RUN = str(os.getpid()).encode()
+
+
+@pytest.mark.slow
+def test_killed_mpi_rank_is_the_cause(tmp_path):
+    """Only mpirun is our child: the cause is read from its notice, not blamed on rank 0."""
+    from comm_bench.registry import get
+
+    ok, why = get("mpi").probe()
+    if not ok:
+        pytest.skip(why)
+    out = tmp_path / "r.json"
+    parent = subprocess.Popen([COMM_BENCH, *SWEEP[:2], "mpi", *SWEEP[3:], "-o", out],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, COMM_BENCH_TEST_RUN=TEST_RUN.decode()))
+    wait_for_records(out, 3)
+    pids = mpi_rank_pids()
+    os.kill(pids[1], signal.SIGKILL)
+    _, err = parent.communicate(timeout=TIMEOUT + 40)
+    assert parent.returncode == 1
+    line = one_line(err)
+    assert "rank 1" in line and "signal 9" in line, err
+    assert all_gone(pids.values(), 10)
+    doc = load_results(out)
+    assert doc["status"] == "failed" and doc["failure"]["rank"] == 1, doc["failure"]
+    assert len(doc["results"]) >= 3
