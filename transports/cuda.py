@@ -91,6 +91,7 @@ def gpu_description(mod, dev: int) -> dict:
 
 
 class CudaCopyTransport(Transport):
+    buffers = "both"  # for the memory check before a sweep starts
     name = "cuda"
     description = "CUDA copies (copy engines and SM kernels): host<->GPU, device-local, GPU->GPU"
     ops = LOCAL_OPS + PEER_OPS
@@ -108,10 +109,6 @@ class CudaCopyTransport(Transport):
     @classmethod
     def probe(cls):
         return probe_gpu()
-
-    @classmethod
-    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
-        return 2 * max_bytes  # and as much host memory for the host<->device copies
 
     @classmethod
     def default_ranks(cls) -> int:

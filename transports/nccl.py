@@ -83,6 +83,7 @@ def nccl_env() -> dict:
 
 
 class NcclTransport(Transport):
+    buffers = "gpu"  # for the memory check before a sweep starts
     name = "nccl"
     description = "NCCL called from C++ (libnccl loaded at run time), one rank per GPU"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
@@ -97,14 +98,6 @@ class NcclTransport(Transport):
         Option("--in-place", bool, False, "in-place ops (output buffer = input buffer)"),
         Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),
     )
-
-    @classmethod
-    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
-        return 0  # the buffers live on the GPU
-
-    @classmethod
-    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
-        return 2 * max_bytes
 
     @classmethod
     def default_ranks(cls) -> int:

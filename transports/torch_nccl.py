@@ -17,6 +17,7 @@ ROOT = 0
 
 
 class TorchNcclTransport(Transport):
+    buffers = "gpu"  # for the memory check before a sweep starts
     name = "torch-nccl"
     description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
@@ -24,14 +25,6 @@ class TorchNcclTransport(Transport):
     modes = ("bw",)
     dtypes = DTYPES
     options = (Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),)
-
-    @classmethod
-    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
-        return 0  # the buffers live on the GPU
-
-    @classmethod
-    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
-        return 2 * max_bytes
 
     @classmethod
     def default_ranks(cls) -> int:
