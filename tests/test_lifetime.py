@@ -13,12 +13,14 @@ from cbtest import COMM_BENCH, load_results, rank_pids
 from test_failures import pid_gone, start_ranks, wait_for_records
 
 TIMEOUT = 6
-SWEEP = ["sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-b", "1K", "-e", "256M",
-         "-n", "50", "-w", "1", "--no-progress", "--timeout", str(TIMEOUT)]
+# many small sizes: a record every fraction of a second for minutes, and no pair waits
+# on a busy peer anywhere near TIMEOUT (large sizes with a short timeout fail by themselves)
+SWEEP = ["sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-b", "1K", "-e", "4M",
+         "-f", "1.05", "-n", "200", "-w", "1", "--no-progress", "--timeout", str(TIMEOUT)]
 
 
-def start_sweep(out):
-    parent = subprocess.Popen([COMM_BENCH, *SWEEP, "-o", out], stdout=subprocess.DEVNULL,
+def start_sweep(out, *more):
+    parent = subprocess.Popen([COMM_BENCH, *SWEEP, *more, "-o", out], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     wait_for_records(out, 3)
     pids = rank_pids(parent.pid)
@@ -69,10 +71,10 @@ def test_sigterm_of_the_parent_stops_the_ranks_and_marks_the_document(tmp_path):
 @pytest.mark.slow
 def test_sigkill_of_the_parent_kills_the_ranks(tmp_path):
     out = tmp_path / "r.json"
-    parent, pids = start_sweep(out)
+    parent, pids = start_sweep(out, "--timeout", "60")  # orphans would run on for a minute
     parent.kill()
-    parent.communicate(timeout=30)
-    assert all_gone(pids.values(), 10)
+    parent.wait(timeout=30)
+    assert all_gone(pids.values(), 15)
     assert len(load_results(out)["results"]) >= 3  # still a valid document
 
 
