@@ -199,6 +199,9 @@ def _own_line(lines, first, named, mpirun):
     with its rank), else the first one mpirun passed on, else the document's words."""
     if not mpirun:
         mine = lines.held[first]
+        if not named:  # a rank's own error before the others' "stopping: rank N ..."
+            lasts = [held[-1] for held in lines.held if held]
+            mine = [ln for ln in lasts if ": stopping: " not in ln][:1] or mine
     else:
         ours = [ln for ln in lines.held[0] if ln.startswith("comm-bench: ")]
         mine = [ln for ln in ours if named and ln.startswith(f"comm-bench: rank {named['rank']}:")

@@ -1,6 +1,9 @@
 """Limits and launcher variables: what the host cannot run, or the launcher got wrong,
 is refused at once with one line and exit 2 (never a hang, never an internal error),
 and any --iters the loop accepts gives a record."""
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -82,3 +85,29 @@ def test_half_a_million_iterations_give_a_record(tmp_results):
     assert doc["status"] == "ok" and len(doc["results"]) == 1
     rec = doc["results"][0]
     assert rec["iters"] == 500000 and rec["time_us"] > 0 and rec["latency_us"]["p999"] > 0
+
+
+def test_setup_failure_is_one_line_and_claims_no_results_file(tmp_path):
+    """Every rank fails before the document exists: one line, and no 'results ... are in X'."""
+    proc = run_cli("sweep", "--nprocs", "2", "--addr", "192.0.2.1", "--timeout", "10",
+                   "-o", tmp_path / "r.json", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot listen on 192.0.2.1" in lines[0], proc.stderr
+    assert "stopping" not in lines[0] and "results" not in lines[0]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_internal_error_is_not_exit_1(tmp_path):
+    """A bug (here: a command that raises) exits 70, never 1, which means a failed run."""
+    (tmp_path / "boom_cmd.py").write_text(
+        "import click\n@click.command()\ndef boom():\n    raise RuntimeError('a bug')\n")
+    code = ("import sys\nfrom comm_bench import cli\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "cli.COMMANDS['boom'] = 'boom_cmd:boom'\ncli.main(['boom'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "COMM_BENCH_DEBUG"})
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "comm-bench: internal error: RuntimeError: a bug (rerun with --debug for the traceback, "
+        "and please report it)"]
