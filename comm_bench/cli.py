@@ -1,6 +1,7 @@
 """The `comm-bench` command: a lazy click group; each command is a small module
 in comm_bench/commands over the library API. Errors end as one line and an
-exit code (0 ok, 1 run failed or problems found, 2 usage or bad input)."""
+exit code (0 ok, 1 run failed or problems found, 2 usage or bad input,
+70 internal error)."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import CommBenchError
+from .errors import INTERNAL_ERROR, CommBenchError
 
 COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "sweep": "comm_bench.commands.sweep:sweep",
@@ -84,7 +85,7 @@ def main(argv=None) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"comm-bench: internal error: {type(exc).__name__}: {first} (rerun with --debug "
               "for the traceback, and please report it)", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(INTERNAL_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -13,3 +13,6 @@ class UsageError(CommBenchError):
 class RunFailed(CommBenchError):
     """A benchmark failed (a peer died, a transport broke): exit 1."""
     exit_code = 1
+
+
+INTERNAL_ERROR = 70  # a bug in comm-bench (EX_SOFTWARE): never 1, which means a failed run or findings

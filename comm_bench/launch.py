@@ -31,17 +31,38 @@ class LaunchInfo:
 def _int(env, *names):
     for name in names:
         if env.get(name, "") != "":
-            return int(env[name])
+            try:
+                return int(env[name])
+            except ValueError:
+                raise UsageError(f"{name}={env[name]!r} is not a whole number") from None
     return None
+
+
+def _checked(info: LaunchInfo) -> LaunchInfo:
+    """Launcher variables that make sense together, or one UsageError naming them."""
+    if info.world_size < 1:
+        raise UsageError(f"the launcher's world size is {info.world_size}; it must be at least 1")
+    if not 0 <= info.rank < info.world_size:
+        raise UsageError(f"rank {info.rank} is outside 0..{info.world_size - 1} (world size "
+                         f"{info.world_size}): check RANK/WORLD_SIZE or the launcher's")
+    if info.local_rank < 0 or info.local_world_size < 1:
+        raise UsageError(f"local rank {info.local_rank} of {info.local_world_size}: check "
+                         "LOCAL_RANK/LOCAL_WORLD_SIZE or the launcher's")
+    if info.master_port is not None and not 0 < info.master_port < 65536:
+        raise UsageError(f"MASTER_PORT={info.master_port} is not a TCP port (1-65535)")
+    return info
 
 
 def detect(env=None) -> LaunchInfo:
     """The launch environment, in order: torchrun-style, Open MPI / PMI, Slurm, none."""
-    env = os.environ if env is None else env
+    return _checked(_detect(os.environ if env is None else env))
+
+
+def _detect(env) -> LaunchInfo:
     port = _int(env, "MASTER_PORT")
     if env.get("RANK") is not None and env.get("WORLD_SIZE") is not None:
-        ws = int(env["WORLD_SIZE"])
-        return LaunchInfo("torchrun", int(env["RANK"]), ws, _int(env, "LOCAL_RANK") or 0,
+        ws = _int(env, "WORLD_SIZE")
+        return LaunchInfo("torchrun", _int(env, "RANK"), ws, _int(env, "LOCAL_RANK") or 0,
                           _int(env, "LOCAL_WORLD_SIZE") or ws, env.get("MASTER_ADDR", "127.0.0.1"),
                           port or DEFAULT_PORT,
                           agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
@@ -57,7 +78,7 @@ def detect(env=None) -> LaunchInfo:
         master = env.get("MASTER_ADDR") or (first_slurm_host(nodes) if nodes else None)
         if port is None:  # one port per job step, so concurrent steps do not collide
             port = DEFAULT_PORT + (_int(env, "SLURM_JOB_ID") or 0) % 1000 + 1
-        return LaunchInfo("srun", int(env["SLURM_PROCID"]), size, _int(env, "SLURM_LOCALID") or 0,
+        return LaunchInfo("srun", _int(env, "SLURM_PROCID"), size, _int(env, "SLURM_LOCALID") or 0,
                           local_tasks(env, size), master, port)
     return LaunchInfo("single", 0, 1, 0, 1, None, None)
 

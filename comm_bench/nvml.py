@@ -162,6 +162,16 @@ def devices() -> list:
     return [dict(device(index=i), index=i) for i in range(n)]
 
 
+def free_memory() -> list:
+    """Free bytes of each GPU NVML sees ([] without NVML)."""
+    nv = _nvml()
+    if nv is None:
+        return []
+    n = _try(nv.nvmlDeviceGetCount, default=0) or 0
+    mems = [_try(nv.nvmlDeviceGetMemoryInfo, _handle(nv, None, i)) for i in range(n)]
+    return [m.free for m in mems if m is not None]
+
+
 def system() -> dict:
     nv = _nvml()
     if nv is None:

@@ -132,26 +132,46 @@ class Store:
         self._seq[tag] = n + 1
         return f"{tag}#{n}"
 
+    # The store refuses messages over 8 MB: larger values travel as parts, and the
+    # key itself, set last, says how many (so waiting on the key waits for them all).
+    def _put(self, key: str, obj) -> None:
+        data = json.dumps(obj).encode()
+        if len(data) <= _PART_BYTES:
+            self.set(key, data)
+            return
+        parts = range(0, len(data), _PART_BYTES)
+        for i, at in enumerate(parts):
+            self.set(f"{key}/part{i}", data[at:at + _PART_BYTES])
+        self.set(key, _PARTS + str(len(parts)).encode())
+
+    def _take(self, key: str, delete: bool = False):
+        data = self.get(key)
+        if data.startswith(_PARTS):
+            names = [f"{key}/part{i}" for i in range(int(data[len(_PARTS):]))]
+            data = b"".join(self.get(k) for k in names)
+            for k in names if delete else ():
+                self._s.delete_key(k)
+        if delete:
+            self._s.delete_key(key)
+        return json.loads(data)
+
     def all_gather(self, tag: str, obj) -> list:
         """Every rank's JSON-serialisable `obj`, ordered by rank."""
         base = self._key(tag)
-        self.set(f"{base}/{self.rank}", json.dumps(obj))
+        self._put(f"{base}/{self.rank}", obj)
         keys = [f"{base}/{r}" for r in range(self.world_size)]
         self._wait(keys, what=tag)
-        return [self.get_json(k) for k in keys]
+        return [self._take(k) for k in keys]
 
     def gather_to(self, root: int, tag: str, obj):
         """On `root` the list of every rank's obj; None elsewhere."""
         base = self._key(tag)
-        self.set(f"{base}/{self.rank}", json.dumps(obj))
+        self._put(f"{base}/{self.rank}", obj)
         if self.rank != root:
             return None
         keys = [f"{base}/{r}" for r in range(self.world_size)]
         self._wait(keys, what=tag)
-        out = [self.get_json(k) for k in keys]
-        for k in keys:
-            self._s.delete_key(k)
-        return out
+        return [self._take(k, delete=True) for k in keys]
 
     def broadcast(self, root: int, tag: str, obj=None):
         key = self._key(tag)
@@ -199,6 +219,10 @@ def _listener(host: str, port: int, all_local: bool) -> int:
         sock.close()
         raise
     return sock.detach()  # torch's server owns it from here
+
+
+_PART_BYTES = 4 << 20
+_PARTS = b"\x00parts:"  # no JSON text starts with a NUL byte
 
 
 def _one_line(exc: BaseException) -> str:

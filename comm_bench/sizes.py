@@ -1,11 +1,13 @@
 """Message sizes as nccl-tests spells them: 8, 1K, 64M, 1G (K = 1024)."""
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+MAX_BYTES = 1 << 50  # beyond any host's memory; keeps byte counts in 64-bit native integers
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
@@ -17,6 +19,8 @@ def parse_size(text, what: str = "size") -> int:
     value = int(m.group(1)) * _UNITS[m.group(2).upper()]
     if value <= 0:
         raise UsageError(f"{what} must be at least 1 byte (got '{text}')")
+    if value > MAX_BYTES:
+        raise UsageError(f"{what} '{text}' is larger than any buffer (at most {MAX_BYTES >> 40}T)")
     return value
 
 
@@ -36,6 +40,8 @@ def size_range(minbytes, maxbytes, stepfactor=2.0) -> list:
         f = float(stepfactor)
     except (TypeError, ValueError):
         raise UsageError(f"--stepfactor '{stepfactor}' is not a number") from None
+    if not math.isfinite(f):
+        raise UsageError(f"--stepfactor must be a finite number (got {stepfactor})")
     if f <= 1 and lo != hi:
         raise UsageError(f"--stepfactor must be greater than 1 (got {stepfactor})")
     out, size = [], lo

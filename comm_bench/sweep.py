@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from . import ops as ops_mod, registry
 from .errors import CommBenchError, UsageError
 from .launch import LaunchInfo, own_address, rendezvous_address
+from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
 from .pairs import PATTERNS, my_pair, schedule
 from .progress import Progress
@@ -26,6 +28,11 @@ from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
 from .table import header, row, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
+
+# every timed iteration's sample reaches rank 0 (about 20 bytes of JSON each); this
+# bounds that traffic and rank 0's memory per record
+MAX_ITERS = 1_000_000
+MAX_TIMEOUT_S = 1e6
 
 
 @dataclass
@@ -45,6 +52,7 @@ class SweepConfig:
     addr: str | None = None
     progress: bool = True
     force: bool = False          # replace an -o file that is not a comm-bench document
+    oversubscribe: bool = False
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -66,10 +74,11 @@ def resolve(cfg: SweepConfig, world_size: int):
     if odd:
         raise UsageError(f"size {odd[0]} B is not a whole number of {cfg.dtype} elements ({elem} B each): "
                          f"choose -b/-e/-f that give multiples of {elem} B")
-    if cfg.iters < 1 or cfg.warmup < 0:
-        raise UsageError("--iters must be at least 1 and --warmup_iters at least 0")
-    if cfg.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    if not (1 <= cfg.iters <= MAX_ITERS and 0 <= cfg.warmup <= MAX_ITERS):
+        raise UsageError(f"--iters must be 1 to {MAX_ITERS} and --warmup_iters 0 to {MAX_ITERS}")
+    if not 0 < cfg.timeout <= MAX_TIMEOUT_S:  # also refuses nan and inf
+        raise UsageError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:.0f} seconds "
+                         f"(got {cfg.timeout})")
     cls.check_options(cfg.options, max(cfg.sizes))
     if cfg.pattern is None:
         collective = "collective" in cls.patterns and all(ops_mod.get(o).collective for o in cfg.ops)
@@ -100,11 +109,21 @@ def local_run(cfg: SweepConfig):
 
 def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     cls = resolve(cfg, info.world_size)
+    check_host(cls, max(cfg.sizes), info.world_size, info.local_world_size, spawning=False,
+               oversubscribe=cfg.oversubscribe)
     master, port = rendezvous_address(info)
+    try:
+        socket.getaddrinfo(master, port)
+    except OSError as exc:
+        raise UsageError(f"the rendezvous host MASTER_ADDR={master!r} does not resolve "
+                         f"({exc.strerror or exc})") from None
     secret, source = run_secret(info)
     all_local = info.local_world_size >= info.world_size
     store = Store(master, port, info.rank, info.world_size, cfg.timeout,
                   is_master=False if info.agent_store else None, secret=secret, all_local=all_local)
+    if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
+        raise UsageError(f"another process already runs as rank {info.rank} of this run "
+                         f"(at {master}:{port}): each rank needs its own RANK")
     if source == "derived" and info.rank == 0 and not all_local:
         print(f"comm-bench: note: the store's messages are sealed with a key derived from the launch "
               f"environment, not a secret: set {SECRET_FILE_ENV} (docs/reliability.md)", file=sys.stderr)
@@ -251,7 +270,12 @@ class _RankRun:
         with self.lock:
             if self.writer is None:
                 return
-            self.writer.append(record)
+            # a SIGTERM (from the local parent) waits until the record is whole
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+            try:
+                self.writer.append(record)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
         self.progress.advance(description)
 

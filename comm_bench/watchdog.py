@@ -6,7 +6,9 @@ inside native code, which releases the GIL). Rank 0, which hosts the store,
 watches all counters; a counter that does not move for `stale_after` seconds,
 or an abort posted by a failing rank, makes rank 0 post `abort` with the
 culprit. Every rank polls `abort` and exits 1 with that one line. Other ranks
-notice a dead rank 0 because the store stops answering.
+notice a dead rank 0 because the store stops answering; a hung rank 0 (stopped,
+swapping) may leave their store calls blocked without end, so a second thread
+checks that the heartbeat thread still gets answers and stops the rank if not.
 """
 from __future__ import annotations
 
@@ -31,9 +33,14 @@ class Watchdog:
         self._aborting = threading.Lock()  # the first abort records and exits; later ones wait
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="comm-bench-watchdog", daemon=True)
+        self._answered = time.monotonic()  # the last time the store answered the heartbeat thread
+        self._deadman = threading.Thread(target=self._watch_store, name="comm-bench-deadman",
+                                         daemon=True)
 
     def start(self):
         self._thread.start()
+        if self.rank != 0:  # rank 0 hosts the store in-process: it cannot hang without rank 0
+            self._deadman.start()
         return self
 
     def stop(self):
@@ -74,12 +81,22 @@ class Watchdog:
                     self.stop_for(json.loads(self._client.get(ABORT_KEY)))
                 if self.rank == 0:
                     self._watch(last_seen)
+                self._answered = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - the store (rank 0) stopped answering
                 if self._stop.is_set():
                     return
                 self.stop_for({"rank": 0, "host": self.rank_hosts[0],
                              "reason": f"stopped answering (the rendezvous store on rank 0 did not "
                                        f"respond within {self.stale_after:.0f} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"})
+
+    def _watch_store(self):
+        """Store calls can block past their timeout when the store's host hangs."""
+        while not self._stop.wait(1.0):
+            silent = time.monotonic() - self._answered
+            if silent > self.stale_after + 2.0:
+                self.stop_for({"rank": 0, "host": self.rank_hosts[0],
+                               "reason": f"stopped answering (the rendezvous store on rank 0 gave "
+                                         f"no answer for {silent:.0f} s)"})
 
     def _watch(self, last_seen):
         now = time.monotonic()

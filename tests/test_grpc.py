@@ -196,6 +196,15 @@ def test_tls_needs_cert_and_key(tmp_path):
     assert_clean_failure(p, 2, "--tls-cert", "--tls-key")
 
 
+def test_tls_key_of_another_certificate(tmp_path):
+    """Before: grpc's failed credentials read 'could not bind'."""
+    certs = make_certs(tmp_path / "tls", ["127.0.0.1"])
+    p, _ = sweep(["-N", "2", "-b", "1K", "-e", "1K", "--tls-cert", certs["cert"],
+                  "--tls-key", str(tmp_path / "tls" / "ca.key")], tmp_path)
+    line = assert_clean_failure(p, 2, "--tls-key", "is not the key of")
+    assert "bind" not in p.stderr and error_lines(p.stderr) == [line]
+
+
 # ------------------------------------------------------------------ clear errors
 def test_port_in_use(tmp_path):
     s = socket.socket()

@@ -110,6 +110,7 @@ class Transport:
     modes: ClassVar[tuple] = ("bw",)        # "bw" streaming, "lat" ping-pong
     dtypes: ClassVar[tuple] = ("float32",)
     options: ClassVar[tuple] = ()           # Option(...) entries for the sweep command
+    buffers: ClassVar[str] = "host"         # where a rank's send/receive buffers live: host|gpu|both
 
     @classmethod
     def probe(cls) -> tuple:
@@ -120,6 +121,16 @@ class Transport:
     def default_ranks(cls) -> int:
         """Local ranks --nprocs spawns when not given (GPU transports: one per GPU)."""
         return 2
+
+    @classmethod
+    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
+        """Host memory one rank holds for sizes up to `max_bytes`: a send and a receive buffer."""
+        return 2 * max_bytes if cls.buffers in ("host", "both") else 0
+
+    @classmethod
+    def gpu_bytes(cls, max_bytes: int, world_size: int) -> int:
+        """GPU memory one rank holds for sizes up to `max_bytes` (0: none)."""
+        return 2 * max_bytes if cls.buffers in ("gpu", "both") else 0
 
     @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:

@@ -93,6 +93,7 @@ def gpu_description(mod, dev: int) -> dict:
 
 
 class CudaCopyTransport(Transport):
+    buffers = "both"  # for the memory check before a sweep starts
     name = "cuda"
     description = "CUDA copies (copy engines and SM kernels): host<->GPU, device-local, GPU->GPU"
     link_kind = "gpu"

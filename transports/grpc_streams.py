@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import queue
+import ssl
 import threading
 import time
 from typing import Optional
@@ -83,6 +84,17 @@ def parse_size(text, what: str) -> int:
 def _connect_window(timeout: float) -> float:
     """How long a first connection to a peer is retried (its server already listens)."""
     return min(timeout, 15.0)
+
+def _check_key_pair(cert: str, key: str) -> None:
+    """grpc reports a key that is not the certificate's as a failed bind: say what it is."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=lambda: b"")
+    except ssl.SSLError as exc:
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise TransportUnavailable(f"--tls-key {key} is not the key of --tls-cert {cert}") from None
+        raise TransportUnavailable(f"--tls-cert {cert} / --tls-key {key}: not a PEM certificate "
+                                   f"and its unencrypted key ({exc.reason or exc})") from None
+
 
 class GrpcTransport(Transport):
     name = "grpc"
@@ -172,6 +184,7 @@ class GrpcTransport(Transport):
                             pem[flag] = f.read()
                     except OSError as exc:
                         raise TransportUnavailable(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+            _check_key_pair(cert, key)
             self._tls = pem
 
     def _channel_options(self, server: bool) -> list:

@@ -83,6 +83,7 @@ def nccl_env() -> dict:
 
 
 class NcclTransport(Transport):
+    buffers = "gpu"  # for the memory check before a sweep starts
     name = "nccl"
     description = "NCCL called from C++ (libnccl loaded at run time), one rank per GPU"
     link_kind = "gpu"

@@ -68,6 +68,10 @@ class RdmaTransport(Transport):
     )
 
     @classmethod
+    def host_bytes(cls, max_bytes: int, world_size: int) -> int:
+        return 2 * max(max_bytes, 4096) * max(1, world_size - 1)  # a buffer pair per peer
+
+    @classmethod
     def probe(cls) -> tuple:
         from .. import _native, rdma_sysfs
 

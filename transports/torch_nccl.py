@@ -17,6 +17,7 @@ ROOT = 0
 
 
 class TorchNcclTransport(Transport):
+    buffers = "gpu"  # for the memory check before a sweep starts
     name = "torch-nccl"
     description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
     link_kind = "gpu"

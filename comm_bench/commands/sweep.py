@@ -9,6 +9,7 @@ import click
 from .. import registry
 from ..errors import UsageError
 from ..launch import detect
+from ..limits import check_host
 from ..sizes import size_range
 from ..spawn import spawn_local
 from ..sweep import SweepConfig, local_run, resolve, run_rank
@@ -60,10 +61,13 @@ def _transport_options(func):
               help="Seconds before a silent peer counts as dead.")
 @click.option("--addr", default=None, envvar=_env("addr"),
               help="Address peers reach this rank on (default: route towards the store host).")
+@click.option("--oversubscribe", is_flag=True, envvar=_env("oversubscribe"),
+              help="Run even with more ranks, or larger buffers, than this host's cores and "
+                   "memory hold.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, progress, **transport_options):
+          pattern, nprocs, output, force, timeout, addr, oversubscribe, progress, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -77,13 +81,14 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
-                      output=output, addr=addr, progress=progress, force=force,
+                      output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       options={k: v for k, v in transport_options.items() if k in mine})
     info = detect()
     if nprocs is None:
         nprocs = cls.default_ranks()
     if info.launcher == "single" and nprocs > 1:
-        resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
+        cls = resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
+        check_host(cls, max(cfg.sizes), nprocs, nprocs, spawning=True, oversubscribe=oversubscribe)
         with local_run(cfg):
             code = spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
                                timeout=timeout, results_path=output)
