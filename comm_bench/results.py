@@ -17,6 +17,7 @@ import platform
 import re
 import socket
 import stat
+import uuid
 import sys
 import time
 
@@ -30,6 +31,7 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "
 _TAIL = "\n]}\n"
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "GLOO_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES",
                 "COMM_BENCH_", "FI_", "RDMAV_", "MLX5_")
+RUN_ID_ENV = "COMM_BENCH_RUN_ID"  # set by the spawner: which document is this run's own
 OUTPUT_CLAIMED_ENV = "COMM_BENCH_OUTPUT_CLAIMED"  # set by the spawner, which holds -o's lock for its ranks
 BIG_DOCUMENT = 8 << 20   # past this size the file is replaced at most once a second
 _OURS = re.compile(rb'^\s*\{[^\0]*?"tool"\s*:\s*"comm-bench"')
@@ -67,6 +69,7 @@ def new_document(*, transport: str, world_size: int, pattern: str, options: dict
         "transport": transport, "world_size": world_size, "pattern": pattern,
         "options": options, "hosts": hosts, "ranks": ranks, "environment": environment(),
         "writer_host": socket.gethostname(),
+        "run_id": os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex,
     }
 
 

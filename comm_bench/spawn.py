@@ -18,7 +18,7 @@ import time
 
 from .errors import INTERNAL_ERROR, UsageError
 from .netutil import free_port
-from .results import finalize, load
+from .results import RUN_ID_ENV, finalize, load
 
 GRACE_S = 3.0  # how long the survivors get to report the failure themselves
 
@@ -241,20 +241,30 @@ def _signal(num: int) -> str:
         return f"signal {num}"
 
 
-def _named(results_path):
-    """The failure the run's document names (rank 0 recorded it), if any."""
+def _own_document(results_path):
+    """This run's results document, or None: absent, unreadable, or an older run's (a run
+    stopped before rank 0 wrote leaves the previous document at that path as it was)."""
+    if not results_path or not os.path.isfile(results_path):
+        return None
     try:
-        failure = load(results_path).get("failure") if results_path else None
+        doc = load(results_path)
     except UsageError:
         return None
+    run_id = os.environ.get(RUN_ID_ENV)
+    return doc if not run_id or doc.get("run_id") == run_id else None
+
+
+def _named(results_path):
+    """The failure the run's document names (rank 0 recorded it), if any."""
+    failure = (_own_document(results_path) or {}).get("failure")
     if isinstance(failure, dict) and isinstance(failure.get("rank"), int) and failure["rank"] >= 0:
         return failure
     return None
 
 
 def _finalize(results_path, failure, authoritative=False) -> bool:
-    """Mark the document failed; whether it holds a comm-bench document at all."""
-    if not results_path or not os.path.isfile(results_path):
+    """Mark this run's document failed; whether there is one."""
+    if _own_document(results_path) is None:
         return False
     try:
         finalize(results_path, "failed", failure, authoritative=authoritative)

@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from . import ops as ops_mod, registry
@@ -23,7 +24,7 @@ from .metrics import make_record, slowest_per_iteration
 from .pairs import PATTERNS, my_pair, schedule
 from .progress import Progress
 from .rendezvous import Store
-from .results import OUTPUT_CLAIMED_ENV, ResultsWriter, claim_output, new_document
+from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
 from .table import header, row, title
 from .transports.base import RankContext, TransportUnavailable
@@ -99,6 +100,7 @@ def local_run(cfg: SweepConfig):
     lock), and hand the ranks a fresh store secret through their environment."""
     target = claim_output(cfg.output, cfg.force)
     os.environ[OUTPUT_CLAIMED_ENV] = os.path.abspath(cfg.output)
+    os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # the ranks write it; the spawner touches only that document
     if not os.environ.get(SECRET_ENV) and not os.environ.get(SECRET_FILE_ENV):
         os.environ[SECRET_ENV] = new_secret()
     try:

@@ -166,3 +166,32 @@ def test_endless_rules_file_is_refused(tmp_path):
     doc.write_text(json.dumps(dict(_doc(), results=[])))
     proc = run_cli("validate", doc, "--rules", "/dev/zero", cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and "/dev/zero" in one_line(proc.stderr)
+
+
+def test_a_run_that_fails_before_writing_leaves_an_older_document_alone(tmp_path):
+    """A sweep whose ranks fail before rank 0 writes anything (here: an --addr that is not
+    this host's, so the tcp listener cannot bind) must not mark the previous run's document
+    at that path as failed: the spawner finalises only its own run's document."""
+    out = tmp_path / "r.json"
+    run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "--no-progress", "-o", out,
+            check_rc=0)
+    before = out.read_text()
+    assert json.loads(before)["status"] == "ok"
+    proc = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "--no-progress",
+                   "--addr", "192.0.2.1", "--timeout", "20", "-o", out, timeout=120)
+    assert proc.returncode in (1, 2), proc.stderr
+    assert_no_traceback(proc)
+    assert out.read_text() == before, "the older document was changed"
+    assert "results measured before are in" not in proc.stderr
+    # interrupted while its ranks are still starting (before rank 0 writes): the same
+    proc = subprocess.Popen([COMM_BENCH, "sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64",
+                             "--no-progress", "-o", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not open(children).read().strip():
+        time.sleep(0.01)  # the ranks exist (and are still starting): stop the run now
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert out.read_text() == before, "the older document was marked by the interrupted run"
