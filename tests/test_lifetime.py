@@ -14,8 +14,9 @@ from test_failures import pid_gone, start_ranks, wait_for_records
 
 TIMEOUT = 6
 # many small sizes: a record every fraction of a second for minutes, and no pair waits
-# on a busy peer anywhere near TIMEOUT (large sizes with a short timeout fail by themselves)
-SWEEP = ["sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-b", "1K", "-e", "4M",
+# on a busy peer anywhere near TIMEOUT (large sizes with a short timeout fail by themselves);
+# uint8, so every size of the 1.05 steps is a whole number of elements
+SWEEP = ["sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-d", "uint8", "-b", "1K", "-e", "4M",
          "-f", "1.05", "-n", "200", "-w", "1", "--no-progress", "--timeout", str(TIMEOUT)]
 
 
