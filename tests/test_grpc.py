@@ -185,10 +185,12 @@ def test_tls_mutual_and_wrong_ca(tmp_path):
     check_records(doc, 3)
     assert doc["ranks"][0]["devices"]["tls"] is True
 
-    p, _ = sweep(["-N", "2", "-b", "1K", "-e", "1K", "-n", "2", "--timeout", "20",
-                  *tls, "--tls-ca", certs["ca2"]], tmp_path, name="bad.json")
+    p, bad = sweep(["-N", "2", "-b", "1K", "-e", "1K", "-n", "2", "--timeout", "20",
+                    *tls, "--tls-ca", certs["ca2"]], tmp_path, name="bad.json")
     line = assert_clean_failure(p, 1, "TLS handshake", "failed")
     assert "--tls-ca" in line
+    # the cause on top of the document too, not a rank that only noticed it
+    assert bad["status"] == "failed" and "TLS handshake" in bad["failure"]["reason"], bad["failure"]
 
 
 def test_tls_needs_cert_and_key(tmp_path):
