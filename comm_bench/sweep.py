@@ -150,15 +150,19 @@ class _RankRun:
     # -- lifecycle --------------------------------------------------------------
     def execute(self) -> int:
         self.watchdog.start()
+        completed = False
         try:
             self._setup()
             self._sweep()
             self.watchdog.finished()
             self.store.barrier("cb/end")
+            # every rank is done: from here on rank 0 (the store's host) leaving is no failure
+            self.watchdog.stop()
             if self.writer:
                 self.progress.close()
                 with self.lock:
                     self.writer.close("ok")
+            completed = True
             return 0
         except CommBenchError as exc:
             prior = self.watchdog.posted_failure()
@@ -176,6 +180,21 @@ class _RankRun:
                 self.transport.teardown()
             finally:
                 self.watchdog.stop()
+                if completed:
+                    self._leave_together()
+
+    def _leave_together(self):
+        """Rank 0 hosts the store and leaves last: a rank still tearing down must not find
+        the store gone (ranks leave at once, without interpreter shutdown)."""
+        try:
+            if self.rank != 0:
+                self.store.add("cb/left", 1)
+                return
+            deadline = time.monotonic() + min(10.0, self.cfg.timeout)
+            while self.store.add("cb/left", 0) < self.n - 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        except Exception:  # noqa: BLE001 - the run is complete; leaving is all that is left
+            pass
 
     def _record_failure(self, failure: dict) -> None:
         if self.writer:
