@@ -63,3 +63,17 @@ def test_pairwise_concurrent_gloo(tmp_results):
 def test_single_rank_collective_runs_in_process(tmp_results):
     _, doc = sweep(tmp_results, "-t", "gloo", "--nprocs", 1)
     assert doc["world_size"] == 1 and all(r["busbw"] == 0 for r in doc["results"])
+
+
+def test_rounded_sizes_measured_once(tmp_results):
+    # 4 ranks of float32: 8 B rounds up to 16 B, which is also asked for; one row, noted
+    proc = run_cli("sweep", "-t", "gloo", "--op", "all_gather", "--nprocs", 4, "-b", "8", "-e", "16",
+                   "-f", "2", "-n", "3", "-w", "1", "--no-progress", "-o", tmp_results, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok"
+    assert [(r["size"], r.get("requested_sizes")) for r in doc["results"]] == [(16, [8, 16])]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.split()[:1] == ["16"]]
+    assert len(rows) == 1, proc.stdout
+    assert "8 B and 16 B measured as 16 B" in proc.stdout
+
