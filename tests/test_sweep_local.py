@@ -1,4 +1,6 @@
 """Real sweeps over local ranks: tcp, gloo and mpi with 2 and 4 ranks, data checked."""
+import subprocess
+
 import pytest
 
 from comm_bench.ops import OPS
@@ -77,3 +79,19 @@ def test_rounded_sizes_measured_once(tmp_results):
     assert len(rows) == 1, proc.stdout
     assert "8 B and 16 B measured as 16 B" in proc.stdout
 
+
+def test_closed_stdout_does_not_stop_the_sweep(tmp_results):
+    # `comm-bench sweep ... | head -1`: the reader goes away after the first line
+    from cbtest import COMM_BENCH
+    args = ["sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "4M", "-f", "2", "-n", "20", "-w", "1",
+            "--no-progress", "-o", str(tmp_results)]
+    proc = subprocess.Popen([COMM_BENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=240)
+    assert first.startswith(b"# comm-bench"), first
+    assert proc.returncode == 0, err[-3000:]
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err[-3000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok"
+    assert len(doc["results"]) == len(size_range("8", "4M", "2"))
