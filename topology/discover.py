@@ -216,7 +216,7 @@ def cuda_version(v):
 def _aligned(rows):
     """rows of cells -> lines, each column as wide as its widest cell (names vary in length)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return ["  " + " ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def format_text(snap):
@@ -241,9 +241,9 @@ def format_text(snap):
         nvs = (f"NVLink{nl.get('version') or '?'} x{nl['links']} = {_gbs(nl.get('gbs'))}"
                if nl.get("links") else f"NVLink: {nl.get('reason') or 'none'}")
         rows.append([g["label"], g.get("name") or "?", g.get("pci") or "?",
-                     f"NUMA {g.get('numa_node') if g.get('numa_node') is not None else '-'} ",
+                     f"NUMA {g.get('numa_node') if g.get('numa_node') is not None else '-'}",
                      f"PCIe gen{p.get('cur_gen')} x{p.get('cur_width')} (max gen{p.get('max_gen')} "
-                     f"x{p.get('max_width')}) = {_gbs(p.get('cur_gbs'))} ", nvs])
+                     f"x{p.get('max_width')}) = {_gbs(p.get('cur_gbs'))}", nvs])
     out += _aligned(rows)
     out.append("NICs:")
     if not snap.get("nics"):
@@ -252,7 +252,7 @@ def format_text(snap):
     for n in snap.get("nics") or []:
         rows.append([n["label"], n["name"], n["kind"], n.get("pci") or "virtual",
                      f"netdev {n.get('netdev') or '-'}", f"state {n.get('state') or '-'}",
-                     f"rate {n.get('rate') or '-'}", f"= {_gbs(n.get('rate_gbs'))} ",
+                     f"rate {n.get('rate') or '-'}", f"= {_gbs(n.get('rate_gbs'))}",
                      f"NUMA {n.get('numa_node') if n.get('numa_node') is not None else '-'}",
                      " ".join(n.get("addrs") or [])])
     out += _aligned(rows)
