@@ -5,6 +5,7 @@ each of which then looks like a torchrun rank to this module.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import socket
@@ -84,21 +85,58 @@ def _detect(env) -> LaunchInfo:
 
 
 def local_tasks(env, size: int) -> int:
-    per_node = env.get("SLURM_TASKS_PER_NODE", "")
-    m = re.match(r"(\d+)", per_node)
-    return int(m.group(1)) if m else size
+    """Tasks on this node: SLURM_TASKS_PER_NODE ('8,4', '2(x3),1') at SLURM_NODEID."""
+    per_node = []
+    for item in filter(None, env.get("SLURM_TASKS_PER_NODE", "").split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", item.strip())
+        if not m:
+            return size
+        per_node += [int(m.group(1))] * int(m.group(2) or 1)
+    node = _int(env, "SLURM_NODEID") or 0
+    return per_node[min(node, len(per_node) - 1)] if per_node else size
+
+
+_NODE_ITEM = re.compile(r"(?:[^,\[\]]+|\[[^\[\]]+\])+")
+
+
+def slurm_hosts(nodelist: str) -> list:
+    """Hosts of a Slurm node list: 'gpu[003-004],n[1-2]-ib' -> gpu003 gpu004 n1-ib n2-ib
+    (ranges keep their zero padding; several brackets in one name multiply)."""
+    items = []
+    pos, text = 0, nodelist.strip()
+    while True:
+        m = _NODE_ITEM.match(text, pos)
+        if not m:
+            raise UsageError(f"cannot read the Slurm node list '{nodelist}'; set MASTER_ADDR")
+        items.append(m.group(0))
+        pos = m.end()
+        if pos == len(text):
+            break
+        if text[pos] != ",":
+            raise UsageError(f"cannot read the Slurm node list '{nodelist}'; set MASTER_ADDR")
+        pos += 1
+    hosts = []
+    for item in items:
+        parts = re.split(r"\[([^\]]+)\]", item)   # literal, ranges, literal, ...
+        choices = [[p] if i % 2 == 0 else _ranges(p, nodelist) for i, p in enumerate(parts)]
+        hosts += ["".join(c) for c in itertools.product(*choices)]
+    return hosts
+
+
+def _ranges(spec: str, nodelist: str) -> list:
+    out = []
+    for r in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", r)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise UsageError(f"cannot read the Slurm node list '{nodelist}' (range '{r}'); set MASTER_ADDR")
+        lo, hi = m.group(1), m.group(2) or m.group(1)
+        out += [str(i).zfill(len(lo)) for i in range(int(lo), int(hi) + 1)]
+    return out
 
 
 def first_slurm_host(nodelist: str) -> str:
     """First host of a Slurm node list: 'gpu[003-010,012],cpu01' -> 'gpu003'."""
-    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not m:
-        raise UsageError(f"cannot read the Slurm node list '{nodelist}'; set MASTER_ADDR")
-    prefix, ranges = m.group(1), m.group(2)
-    if not ranges:
-        return prefix
-    first = ranges.split(",")[0].split("-")[0]
-    return prefix + first
+    return slurm_hosts(nodelist)[0]
 
 
 def rendezvous_address(info: LaunchInfo):

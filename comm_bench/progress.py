@@ -1,6 +1,7 @@
 """Progress on rank 0: a rich progress bar on a terminal, plain lines otherwise."""
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -8,6 +9,7 @@ class Progress:
     def __init__(self, total: int, enabled: bool = True):
         self._bar = None
         self._console = None
+        self._gone = False   # stdout's reader went away
         if enabled and sys.stdout.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
@@ -19,10 +21,20 @@ class Progress:
             self._bar.start()
 
     def line(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(text, highlight=False, markup=False, soft_wrap=True)
-        else:
-            print(text, flush=True)
+        if self._gone:
+            return
+        try:
+            if self._bar is not None:
+                self._bar.console.print(text, highlight=False, markup=False, soft_wrap=True)
+            else:
+                print(text, flush=True)
+        except BrokenPipeError:
+            # `| head -1`: the table has no reader, the measurement and its results file go on;
+            # stdout goes to /dev/null so no later write or the exit's flush fails
+            self._gone = True
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
 
     def advance(self, description: str = "") -> None:
         if self._bar is not None:

@@ -229,7 +229,12 @@ class _RankRun:
         self.writer = ResultsWriter(cfg.output, doc, force=cfg.force)
         self.nhosts = len(hosts)
         rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
-        self.progress = Progress(len(cfg.ops) * len(cfg.sizes) * rounds, enabled=cfg.progress)
+        self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)
+
+    def _plan(self, op):
+        """(S, requested sizes) for op: collectives round for all ranks, pair ops for two."""
+        n = self.n if self.cfg.pattern == "collective" else 2
+        return ops_mod.get(op).plan_sizes(self.cfg.sizes, n, self.elem)
 
     # -- the loops --------------------------------------------------------------
     def _sweep(self):
@@ -237,22 +242,25 @@ class _RankRun:
             if self.rank == 0:
                 self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode,
                                          self.n, self.nhosts))
+                for size, asked in self._plan(op):
+                    if asked != [size]:
+                        self.progress.line(f"# {' and '.join(f'{a} B' for a in asked)} measured as {size} B "
+                                           f"(whole elements on every rank)")
                 self.progress.line(header())
             if self.cfg.pattern == "collective":
-                for size in self.cfg.sizes:
-                    self._collective(op, size)
+                for size, asked in self._plan(op):
+                    self._collective(op, size, asked)
             else:
                 for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
-                    for size in self.cfg.sizes:
-                        self._pairs(op, size, idx, pairs)
+                    for size, asked in self._plan(op):
+                        self._pairs(op, size, idx, pairs, asked)
 
     def _run(self, op, size, peer=None, role=None):
         cfg = self.cfg
         return self.transport.run(op, size, cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
                                   mode=cfg.mode, peer=peer, role=role)
 
-    def _collective(self, op, size):
-        size = ops_mod.get(op).round_size(size, self.n, self.elem)
+    def _collective(self, op, size, asked):
         res = self._run(op, size)
         got = self.store.gather_to(0, "cb/res", _measured(res))
         if self.rank == 0:
@@ -263,10 +271,9 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
-                mean_us=_ranks_time(op, means)), f"{op} {size} B")
+                mean_us=_ranks_time(op, means)), f"{op} {size} B", asked)
 
-    def _pairs(self, op, size, round_idx, pairs):
-        size = ops_mod.get(op).round_size(size, 2, self.elem)
+    def _pairs(self, op, size, round_idx, pairs, asked):
         peer, role = my_pair(pairs, self.rank)
         res = self._run(op, size, peer, role) if peer is not None else None
         got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
@@ -285,9 +292,11 @@ class _RankRun:
             rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
                        src_device=self.devices[src].get("device"), dst_device=self.devices[dst].get("device"),
                        round=round_idx)
-            self._emit(rec, f"{op} {size} B {src}->{dst}")
+            self._emit(rec, f"{op} {size} B {src}->{dst}", asked)
 
-    def _emit(self, record, description):
+    def _emit(self, record, description, asked):
+        if asked != [record["size"]]:
+            record["requested_sizes"] = asked   # the sizes asked for that round to this one
         with self.lock:
             if self.writer is None:
                 return

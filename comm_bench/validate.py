@@ -322,8 +322,14 @@ def check(doc, rules=None):
     return _report(doc, rules, findings, {"pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}
-                                                     for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))],
+                                                     for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def _group_order(kv):
+    """(op, size, class) with the size as a number: 1M, 2M, 16M (op/class may be None)."""
+    op, size, cls = kv[0]
+    return (str(op), size, str(cls))
 
 
 def _collective_checks(doc, lm, rules, transport):

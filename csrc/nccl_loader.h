@@ -107,7 +107,9 @@ inline Api& load(const std::vector<std::string>& candidates) {
     void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
       const char* e = dlerror();
-      tried += "\n  " + c + ": " + (e ? e : "cannot open");
+      std::string why = e ? e : "cannot open";
+      // dlerror() usually starts with the name already: say it once
+      tried += "\n  " + (why.compare(0, c.size() + 1, c + ":") == 0 ? why : c + ": " + why);
       continue;
     }
     Api t;

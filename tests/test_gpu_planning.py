@@ -3,6 +3,8 @@ probes that never raise, GPU choice per rank, libnccl discovery, NVML without a
 driver, and the planning/formulas the multi-GPU runs rely on for N GPUs."""
 import ast
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -163,3 +165,26 @@ def test_nvlink_version_enum_and_rate():
     out = nvml._nvlinks(FakeNvml(), None)
     assert out["links_up"] == 18 and out["version"] == 4  # NVML code 6 is NVLink 4.0
     assert out["theoretical_gbps_per_direction"] == pytest.approx(450.0)
+
+
+LOADER_MAIN = r"""
+#include "nccl_loader.h"
+#include <iostream>
+int main() {
+  try { cb::nccl::load({"libnccl-absent.so.2", "/nonexistent/libnccl.so.2"}); }
+  catch (const std::exception& e) { std::cout << e.what() << "\n"; }
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++ to build the libnccl loader")
+def test_nccl_load_failure_names_each_library_once(tmp_path):
+    # doctor's NCCL line is this message: dlerror() already starts with the name
+    src = tmp_path / "t.cpp"
+    src.write_text(LOADER_MAIN)
+    subprocess.run(["g++", "-std=c++17", "-I", os.path.join(ROOT, "csrc"), str(src), "-o",
+                    str(tmp_path / "t"), "-ldl"], check=True, timeout=300)
+    out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60).stdout
+    assert "libnccl-absent.so.2: cannot open" in out and "/nonexistent/libnccl.so.2: cannot" in out
+    assert "libnccl-absent.so.2: libnccl-absent.so.2" not in out
+    assert "/nonexistent/libnccl.so.2: /nonexistent/libnccl.so.2" not in out

@@ -2,7 +2,7 @@
 import pytest
 
 from comm_bench.errors import UsageError
-from comm_bench.launch import detect, first_slurm_host, own_address
+from comm_bench.launch import detect, first_slurm_host, own_address, slurm_hosts
 
 
 def test_torchrun():
@@ -41,14 +41,36 @@ def test_torchrun_wins_over_slurm_and_none_is_single():
 
 
 @pytest.mark.parametrize("nodes,first", [("n1", "n1"), ("gpu[07-09]", "gpu07"), ("a[1,3],b2", "a1"),
-                                         ("x-1,x-2", "x-1")])
+                                         ("x-1,x-2", "x-1"), ("node[1-3]-ib", "node1-ib"),
+                                         ("r[2-3]n[09-10]", "r2n09"), ("a[5,1-2]", "a5")])
 def test_first_slurm_host(nodes, first):
     assert first_slurm_host(nodes) == first
 
 
-def test_bad_nodelist():
-    with pytest.raises(UsageError):
-        first_slurm_host("[")
+@pytest.mark.parametrize("nodes,hosts", [
+    ("node[1-3]-ib", ["node1-ib", "node2-ib", "node3-ib"]),
+    ("gpu[003-004,010],cpu1", ["gpu003", "gpu004", "gpu010", "cpu1"]),
+    ("r[1-2]n[08-09]", ["r1n08", "r1n09", "r2n08", "r2n09"]), ("x-1,x-2", ["x-1", "x-2"]),
+])
+def test_slurm_hosts(nodes, hosts):
+    assert slurm_hosts(nodes) == hosts
+
+
+@pytest.mark.parametrize("nodes", ["[", "a[1-", "a]", "a,,b", "a[3-1]", "a[x]", "", "a[]"])
+def test_bad_nodelist(nodes):
+    with pytest.raises(UsageError, match="Slurm node list"):
+        slurm_hosts(nodes)
+    with pytest.raises(UsageError, match="Slurm node list"):
+        first_slurm_host(nodes)
+
+
+@pytest.mark.parametrize("per_node,node_id,want", [
+    ("8,4", "0", 8), ("8,4", "1", 4), ("2(x3),1", "2", 2), ("2(x3),1", "3", 1), ("8(x2)", "1", 8),
+])
+def test_slurm_tasks_on_this_node(per_node, node_id, want):
+    info = detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "12", "SLURM_NODEID": node_id,
+                   "SLURM_TASKS_PER_NODE": per_node, "SLURM_STEP_NODELIST": "n[1-4]"})
+    assert info.local_world_size == want
 
 
 def test_own_address():

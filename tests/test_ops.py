@@ -96,3 +96,8 @@ def test_unknown_dtype_is_a_usage_error():
 
     with pytest.raises(UsageError, match="unknown --dtype"):
         ops.dtype_size("float128")
+
+
+def test_plan_sizes_one_entry_per_rounded_size():
+    assert ops.get("all_gather").plan_sizes([8, 16, 32], 4, 4) == [(16, [8, 16]), (32, [32])]
+    assert ops.get("sendrecv").plan_sizes([8, 16], 2, 4) == [(8, [8]), (16, [16])]

@@ -1,4 +1,6 @@
 """Real sweeps over local ranks: tcp, gloo and mpi with 2 and 4 ranks, data checked."""
+import subprocess
+
 import pytest
 
 from comm_bench.ops import OPS
@@ -63,3 +65,33 @@ def test_pairwise_concurrent_gloo(tmp_results):
 def test_single_rank_collective_runs_in_process(tmp_results):
     _, doc = sweep(tmp_results, "-t", "gloo", "--nprocs", 1)
     assert doc["world_size"] == 1 and all(r["busbw"] == 0 for r in doc["results"])
+
+
+def test_rounded_sizes_measured_once(tmp_results):
+    # 4 ranks of float32: 8 B rounds up to 16 B, which is also asked for; one row, noted
+    proc = run_cli("sweep", "-t", "gloo", "--op", "all_gather", "--nprocs", 4, "-b", "8", "-e", "16",
+                   "-f", "2", "-n", "3", "-w", "1", "--no-progress", "-o", tmp_results, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok"
+    assert [(r["size"], r.get("requested_sizes")) for r in doc["results"]] == [(16, [8, 16])]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.split()[:1] == ["16"]]
+    assert len(rows) == 1, proc.stdout
+    assert "8 B and 16 B measured as 16 B" in proc.stdout
+
+
+def test_closed_stdout_does_not_stop_the_sweep(tmp_results):
+    # `comm-bench sweep ... | head -1`: the reader goes away after the first line
+    from cbtest import COMM_BENCH
+    args = ["sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "4M", "-f", "2", "-n", "20", "-w", "1",
+            "--no-progress", "-o", str(tmp_results)]
+    proc = subprocess.Popen([COMM_BENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=240)
+    assert first.startswith(b"# comm-bench"), first
+    assert proc.returncode == 0, err[-3000:]
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err[-3000:]
+    doc = load_results(tmp_results)
+    assert doc["status"] == "ok"
+    assert len(doc["results"]) == len(size_range("8", "4M", "2"))

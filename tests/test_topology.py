@@ -353,3 +353,18 @@ def test_gpu_machine_fixture():
     assert cells[labels.index("GPU0")][labels.index("GPU1")] == "NV18"
     assert snap["matrix"]["rates_gbs"][labels.index("GPU0")][labels.index("GPU1")] == 450
     assert not [n for n in snap["nics"] if n["kind"] in ("ib", "roce")]
+
+def test_format_text_unknown_rates_cuda_version_and_long_names(dgx):
+    snap = json.loads(json.dumps(dgx))
+    snap["nvml"] = {"available": True, "driver_version": "535.104", "cuda_driver_version": 12020}
+    snap["gpus"][0]["pcie"]["cur_gbs"] = None
+    snap["nics"][0]["rate_gbs"] = None
+    snap["nics"][1]["name"] = "a-very-long-nic-name0"
+    text = format_text(snap)
+    assert "None" not in text and "unknown" in text
+    assert "CUDA 12.2" in text and "12020" not in text
+    nic_lines = [ln for ln in text.splitlines()[text.splitlines().index("NICs:") + 1:]
+                 if ln.startswith("  ") and "netdev" in ln]
+    assert len({ln.index("netdev") for ln in nic_lines}) == 1   # one column, however long the name
+    gpu_lines = [ln for ln in text.splitlines() if ln.startswith("  GPU")]
+    assert len({ln.index("PCIe") for ln in gpu_lines}) == 1

@@ -240,3 +240,16 @@ def test_collective_checked_against_its_slowest_link():
     # across 2 nodes the ring crosses the 50 GB/s NICs: 40 GB/s busbw is fine there
     assert check(collective_doc(40.0, nodes=2))["status"] == "pass"
     assert kinds(check(collective_doc(20.0, nodes=2))) == ["collective-below-expected"]
+
+
+def test_sizes_sorted_numerically_in_text_json_and_junit(tmp_path):
+    sizes = (1 << 20, 2 << 20, 16 << 20)  # as strings: 1M, 16M, 2M
+    path = write(tmp_path, make_doc(nodes=1, gpn=2, sizes=sizes), "d.json")
+    junit = tmp_path / "j.xml"
+    rep = json.loads(run_cli("validate", path, "--json", "--junit", junit, check_rc=0).stdout)
+    assert [g["size"] for g in rep["checked"]["groups"]] == list(sizes)
+    names = [tc.get("name") for tc in ET.parse(junit).getroot()]
+    assert [n.split()[-1] for n in names[:3]] == ["1M", "2M", "16M"]
+    text = run_cli("validate", path, check_rc=0).stdout
+    assert "sizes 1M, 2M, 16M" in text
+    assert text.index(" 2M ") < text.index(" 16M ")

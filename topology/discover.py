@@ -204,12 +204,27 @@ def _warnings(gpus, nics, pci, bridges):
     return w
 
 
+def _gbs(v):
+    return f"{v:g} GB/s" if isinstance(v, (int, float)) else "unknown"
+
+
+def cuda_version(v):
+    """NVML's integer (12020) as major.minor (12.2); anything else as it is."""
+    return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v >= 1000 else v
+
+
+def _aligned(rows):
+    """rows of cells -> lines, each column as wide as its widest cell (names vary in length)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
 def format_text(snap):
     """Human-readable topo report (what `comm-bench topo` prints)."""
     out = [f"host {snap.get('host') or '?'}  ({snap.get('source')}, {snap.get('elapsed_s')} s)"]
     nv = snap.get("nvml") or {}
     if nv.get("available"):
-        out.append(f"NVML: driver {nv.get('driver_version')}, CUDA {nv.get('cuda_driver_version')}")
+        out.append(f"NVML: driver {nv.get('driver_version')}, CUDA {cuda_version(nv.get('cuda_driver_version'))}")
     else:
         out.append(f"NVML: {nv.get('reason') or 'not available'}")
     numa = snap.get("numa") or []
@@ -219,24 +234,28 @@ def format_text(snap):
     out.append("GPUs:")
     if not snap.get("gpus"):
         out.append("  none")
+    rows = []
     for g in snap.get("gpus") or []:
         p = g.get("pcie") or {}
         nl = g.get("nvlink") or {}
-        nvs = (f"NVLink{nl.get('version') or '?'} x{nl['links']} = {nl.get('gbs')} GB/s"
+        nvs = (f"NVLink{nl.get('version') or '?'} x{nl['links']} = {_gbs(nl.get('gbs'))}"
                if nl.get("links") else f"NVLink: {nl.get('reason') or 'none'}")
-        out.append(f"  {g['label']:<6} {g.get('name') or '?':<26} {g.get('pci') or '?':<13} "
-                   f"NUMA {g.get('numa_node') if g.get('numa_node') is not None else '-'}  "
-                   f"PCIe gen{p.get('cur_gen')} x{p.get('cur_width')} (max gen{p.get('max_gen')} "
-                   f"x{p.get('max_width')}) = {p.get('cur_gbs')} GB/s  {nvs}")
+        rows.append([g["label"], g.get("name") or "?", g.get("pci") or "?",
+                     f"NUMA {g.get('numa_node') if g.get('numa_node') is not None else '-'}",
+                     f"PCIe gen{p.get('cur_gen')} x{p.get('cur_width')} (max gen{p.get('max_gen')} "
+                     f"x{p.get('max_width')}) = {_gbs(p.get('cur_gbs'))}", nvs])
+    out += _aligned(rows)
     out.append("NICs:")
     if not snap.get("nics"):
         out.append("  none")
+    rows = []
     for n in snap.get("nics") or []:
-        out.append(f"  {n['label']:<6} {n['name']:<12} {n['kind']:<8} {n.get('pci') or 'virtual':<13} "
-                   f"netdev {n.get('netdev') or '-':<10} state {n.get('state') or '-':<8} "
-                   f"rate {n.get('rate') or '-':<22} = {n.get('rate_gbs')} GB/s  "
-                   f"NUMA {n.get('numa_node') if n.get('numa_node') is not None else '-'}"
-                   + (f"  {' '.join(n['addrs'])}" if n.get("addrs") else ""))
+        rows.append([n["label"], n["name"], n["kind"], n.get("pci") or "virtual",
+                     f"netdev {n.get('netdev') or '-'}", f"state {n.get('state') or '-'}",
+                     f"rate {n.get('rate') or '-'}", f"= {_gbs(n.get('rate_gbs'))}",
+                     f"NUMA {n.get('numa_node') if n.get('numa_node') is not None else '-'}",
+                     " ".join(n.get("addrs") or [])])
+    out += _aligned(rows)
     m = snap.get("matrix")
     if m and m.get("labels"):
         out.append("")
