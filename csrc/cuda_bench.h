@@ -34,7 +34,7 @@ int numa_node_count();
 
 struct CopyResult {
   double mean_us = 0;              // pass 1: events around `iters` copies / iters
-  std::vector<double> samples_us;  // pass 2: an event after each copy (empty if not asked)
+  std::vector<double> samples_us;  // pass 2: an event after each copy
   uint64_t wrong = 0;            // wrong bytes found by the data check
   bool blocking_timed_out = false;  // the blocking kernel released itself before the host
   int numa_node = -1;            // node the host buffers were placed on (-1: not placed)
@@ -61,7 +61,7 @@ class CopyBench {
   // is the handshake between them (see cuda_copy.cu).
   CopyResult run(const std::string& kind, const std::string& method, const std::string& host_mem,
                  size_t nbytes, int iters, int warmup, bool check, int peer_slot,
-                 double timeout_s, bool per_iteration = true, int gate_role = 0,
+                 double timeout_s, int gate_role = 0,
                  const std::function<void(int)>& sync = {});
   // Frees host and device buffers (not the exported one).
   void release_buffers();
@@ -83,7 +83,7 @@ std::string nccl_unique_id();  // 128 bytes
 
 struct NcclResult {
   double mean_us = 0;               // pass 1: events around the batch of launches / iters
-  std::vector<double> samples_us;   // pass 2: an event after each launch (empty if not asked)
+  std::vector<double> samples_us;   // pass 2: an event after each launch
   uint64_t wrong = 0;               // wrong elements found by the data check
 };
 
@@ -98,7 +98,7 @@ class NcclBench {
   // nbytes: the size column S (see docs/internal-contracts.md)
   NcclResult run(const std::string& op, size_t nbytes, const std::string& dtype,
                  const std::string& redop, int root, int peer, int iters, int warmup,
-                 bool in_place, int graph, bool check, double timeout_s, bool per_iteration = true);
+                 bool in_place, int graph, bool check, double timeout_s);
   int rank() const;
   int nranks() const;
   void destroy();   // ncclCommDestroy (ncclCommAbort after a failure); also on destruction

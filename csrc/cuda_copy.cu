@@ -471,7 +471,7 @@ int CopyBench::open_peer(const std::string& handle, int peer_device, size_t byte
 
 CopyResult CopyBench::run(const std::string& kind, const std::string& method, const std::string& host_mem,
                           size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout_s,
-                          bool per_iteration, int gate_role, const std::function<void(int)>& sync) {
+                          int gate_role, const std::function<void(int)>& sync) {
   Impl& m = *impl_;
   m.use();
   const bool sm = method == "sm";
@@ -631,7 +631,6 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
 
   // Pass 1, the figure: a start event, `iters` copies queued back to back on each
   // stream, an end event per stream; time = the slower stream's span / iters.
-  m.ensure_events(2);
   hold(0);
   cudaEventRecord(m.ev0[0], m.s0);
   if (two) CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[0], 0), "joining streams");
@@ -655,8 +654,8 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   // Pass 2, the spread: batches with an event after each iteration.
   const int batch = 64;
   m.ensure_events(batch + 1);
-  res.samples_us.reserve(per_iteration ? iters : 0);
-  for (int done = 0, b = 1; per_iteration && done < iters; ++b) {
+  res.samples_us.reserve(iters);
+  for (int done = 0, b = 1; done < iters; ++b) {
     int nb = std::min(batch, iters - done);
     hold(b);
     cudaEventRecord(m.ev0[0], m.s0);

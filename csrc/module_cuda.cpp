@@ -69,7 +69,7 @@ PYBIND11_MODULE(_cuda, m) {
       .def("run",
            [](CopyBench& b, const std::string& kind, const std::string& method, const std::string& host_mem,
               size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout,
-              bool per_iteration, int gate_role, py::object sync) {
+              int gate_role, py::object sync) {
              // the handshake of a concurrent pair runs in Python (the rendezvous store)
              std::function<void(int)> step;
              if (!sync.is_none())
@@ -80,8 +80,7 @@ PYBIND11_MODULE(_cuda, m) {
              CopyResult r;
              {
                py::gil_scoped_release nogil;
-               r = b.run(kind, method, host_mem, nbytes, iters, warmup, check, peer_slot, timeout, per_iteration,
-                         gate_role, step);
+               r = b.run(kind, method, host_mem, nbytes, iters, warmup, check, peer_slot, timeout, gate_role, step);
              }
              py::dict o;
              o["mean_us"] = r.mean_us;
@@ -93,7 +92,7 @@ PYBIND11_MODULE(_cuda, m) {
            },
            py::arg("kind"), py::arg("method") = "ce", py::arg("host_mem") = "pinned", py::arg("nbytes"),
            py::arg("iters"), py::arg("warmup") = 5, py::arg("check") = false, py::arg("peer_slot") = -1,
-           py::arg("timeout") = 600.0, py::arg("per_iteration") = true, py::arg("gate_role") = 0,
+           py::arg("timeout") = 600.0, py::arg("gate_role") = 0,
            py::arg("sync") = py::none())
       .def("release_buffers", &CopyBench::release_buffers, py::call_guard<py::gil_scoped_release>());
 
@@ -123,12 +122,11 @@ PYBIND11_MODULE(_cuda, m) {
       .def("run",
            [](NcclBench& b, const std::string& op, size_t nbytes, const std::string& dtype,
               const std::string& redop, int root, int peer, int iters, int warmup, bool in_place, int graph,
-              bool check, double timeout, bool per_iteration) {
+              bool check, double timeout) {
              NcclResult r;
              {
                py::gil_scoped_release nogil;
-               r = b.run(op, nbytes, dtype, redop, root, peer, iters, warmup, in_place, graph, check, timeout,
-                         per_iteration);
+               r = b.run(op, nbytes, dtype, redop, root, peer, iters, warmup, in_place, graph, check, timeout);
              }
              py::dict o;
              o["mean_us"] = r.mean_us;
@@ -139,6 +137,6 @@ PYBIND11_MODULE(_cuda, m) {
            py::arg("op"), py::arg("nbytes"), py::arg("dtype") = "float32", py::arg("redop") = "sum",
            py::arg("root") = 0, py::arg("peer") = -1, py::arg("iters") = 20, py::arg("warmup") = 5,
            py::arg("in_place") = false, py::arg("graph") = 0, py::arg("check") = false,
-           py::arg("timeout") = 600.0, py::arg("per_iteration") = true)
+           py::arg("timeout") = 600.0)
       .def("destroy", &NcclBench::destroy, py::call_guard<py::gil_scoped_release>());
 }

@@ -4,8 +4,9 @@
 // GPU time between two events around `iters` launches queued back to back, divided
 // by `iters`; with graph mode (nccl-tests' -G N) the `iters` launches are captured
 // into one CUDA graph that is launched N times between the two events. A second
-// pass with an event after each launch gives the per-iteration spread. Data are checked on the GPU against the
-// values of comm_bench/ops.py: value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
+// pass with an event after each launch gives the per-iteration spread. Data are
+// checked on the GPU against the values of comm_bench/ops.py:
+// value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -320,7 +321,7 @@ void NcclBench::destroy() {
 
 NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::string& dtype,
                           const std::string& redop_name, int root, int peer, int iters, int warmup,
-                          bool in_place, int graph, bool check, double timeout_s, bool per_iteration) {
+                          bool in_place, int graph, bool check, double timeout_s) {
   Impl& m = *impl_;
   Api& a = api();
   if (!m.comm) throw Error("the NCCL communicator is closed");
@@ -456,20 +457,18 @@ NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::
 
   // Pass 2, the spread: the same launches with an event after each (the events add a
   // little time per launch, which is why the figure above comes from pass 1).
-  if (per_iteration) {
-    align();
-    CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
-    for (int i = 0; i < iters; ++i) {
-      issue();
-      CB_CUDA(cudaEventRecord(m.ev[i + 1], m.s), "recording an event");
-    }
-    m.wait(m.ev[iters], deadline, op_name);
-    res.samples_us.reserve(iters);
-    for (int i = 0; i < iters; ++i) {
-      float ms = 0;
-      CB_CUDA(cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]), "reading event times");
-      res.samples_us.push_back(double(ms) * 1e3);
-    }
+  align();
+  CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
+  for (int i = 0; i < iters; ++i) {
+    issue();
+    CB_CUDA(cudaEventRecord(m.ev[i + 1], m.s), "recording an event");
+  }
+  m.wait(m.ev[iters], deadline, op_name);
+  res.samples_us.reserve(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    CB_CUDA(cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]), "reading event times");
+    res.samples_us.push_back(double(ms) * 1e3);
   }
 
   if (check) {

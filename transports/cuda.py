@@ -200,7 +200,8 @@ class CudaCopyTransport(Transport):
         try:
             with nvml.Sampler(bus) as sampled:
                 out = self.bench.run(op, self.method, self.host_mem, int(nbytes), int(iters), int(warmup),
-                                     bool(check), slot, float(self.ctx.timeout), True, gate_role, sync)
+                                     bool(check), slot, float(self.ctx.timeout), gate_role=gate_role,
+                                     sync=sync)
         except self.mod.NativeError as exc:
             raise TransportError(f"rank {self.ctx.rank} (GPU {self.dev}): {op} of {nbytes} B failed: "
                                  f"{exc}") from None
