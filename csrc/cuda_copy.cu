@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <cstdio>
@@ -146,6 +147,21 @@ void fill_pattern_host(void* p, size_t n, uint64_t seed, bool complement) {
   for (size_t i = 0; i < words; ++i) w[i] = pattern_word(i, seed) ^ mask;
   uint8_t* b = static_cast<uint8_t*>(p);
   for (size_t i = words * 8; i < n; ++i) b[i] = pattern_byte(i, seed) ^ uint8_t(mask);
+}
+
+__global__ void flip_byte_kernel(uint8_t* p) { *p ^= 0x5a; }
+
+void corrupt_for_test(void* p, size_t n, bool on_host, cudaStream_t s) {
+  static const bool enabled = std::getenv("COMM_BENCH_TEST_CORRUPT_GPU") != nullptr;
+  if (!enabled || !n) return;
+  uint8_t* b = static_cast<uint8_t*>(p) + n / 2;
+  if (on_host) {
+    CB_CUDA(cudaStreamSynchronize(s), "waiting for the copies before the test hook");
+    *b ^= 0x5a;
+    return;
+  }
+  flip_byte_kernel<<<1, 1, 0, s>>>(b);
+  CB_LAUNCHED("launching the test hook's kernel");
 }
 
 uint64_t check_pattern_host(const void* p, size_t n, uint64_t seed) {
@@ -684,6 +700,7 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
 
   if (check) {
     auto verify = [&](void* p, bool on_host) -> uint64_t {
+      corrupt_for_test(p, nbytes, on_host, m.s0);
       if (on_host) return check_pattern_host(p, nbytes, seed);
       return check_pattern_device(p, nbytes, seed, m.s0, m.counter, deadline);
     };

@@ -84,5 +84,11 @@ uint64_t check_pattern_device(const void* p, size_t n, uint64_t seed, cudaStream
 void fill_pattern_host(void* p, size_t n, uint64_t seed, bool complement);
 uint64_t check_pattern_host(const void* p, size_t n, uint64_t seed);
 
+// Test hook of the GPU data checks (nccl, cuda): with COMM_BENCH_TEST_CORRUPT_GPU set, one
+// byte in the middle of each checked result is flipped after it arrived and before the
+// check runs, so a test sees the check count it (tests/test_gpu_transports.py). The
+// variable is read once; the hook runs after the timed passes.
+void corrupt_for_test(void* p, size_t n, bool on_host, cudaStream_t s);
+
 }  // namespace cuda
 }  // namespace cb

@@ -479,6 +479,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::
     bool has_output = !(op == OP_SEND) && !(op == OP_REDUCE && r != root) && redop != ncclAvg;
     if (has_output) {
       CheckSpec c{op, r, n, root, peer, int(redop), op == OP_ALL_GATHER ? in_count : chunk};
+      corrupt_for_test(recvp, out_count * es, false, m.s);
       CB_CUDA(cudaMemsetAsync(m.counter, 0, sizeof(unsigned long long), m.s), "clearing the check counter");
       CB_DISPATCH(dt.code, check_t, recvp, out_count, c, m.counter, m.s);
       CB_LAUNCHED("launching the data check kernel");

@@ -200,3 +200,19 @@ def test_peer_bidir_total_is_twice_one_direction(tmp_path, cuda_mod, copy):
     assert bidir["algbw"] == pytest.approx(directions["src->dst"])
     assert bidir["extra"]["total_gbps"] == pytest.approx(directions["src->dst"] + directions["dst->src"])
     assert bidir["extra"]["total_gbps"] > 1.8 * one_way, (one_way, directions)
+
+
+@needs_gpu
+@pytest.mark.parametrize("transport, ops", [("cuda", "h2d,d2h,bidir,d2d"), ("nccl", "all"),
+                                            ("torch-nccl", "all")])
+def test_gpu_check_counts_a_flipped_byte(tmp_results, transport, ops):
+    """The GPU data checks see corrupted data: a test hook flips one byte (cuda, nccl) or
+    changes one element (torch-nccl) of each checked result after it arrived, and every
+    record counts it."""
+    proc = run_cli("sweep", "-t", transport, "--op", ops, "--pattern", "collective", "--nprocs", "1",
+                   "-b", "4K", "-e", "64K", "-f", "16", "-n", "5", "-w", "1", "-c", "--no-progress",
+                   "-o", tmp_results, timeout=600,
+                   env=dict(ENV, COMM_BENCH_TEST_CORRUPT_GPU="1", COMM_BENCH_TEST_CORRUPT_CHECK="1"))
+    records = load_results(tmp_results)["results"]
+    assert records, proc.stderr[-2000:]
+    assert all(r["wrong"] >= 1 for r in records), [(r["op"], r["size"], r["wrong"]) for r in records]

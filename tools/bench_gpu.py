@@ -245,7 +245,7 @@ def reference_times(ref, world, ops, maxbytes, iters, warmup, graph, processes=T
     return times
 
 
-def bench_nccl_reference(ref, worlds, graphs, maxbytes, iters, rounds, log, tmp, processes=True):
+def bench_nccl_reference(ref, worlds, graphs, maxbytes, iters, rounds, log, tmp, processes=True, ops=NCCL_OPS):
     """CLI time / reference time per (world, -G, op, size); rounds alternate which goes first."""
     out = []
     for world in worlds:
@@ -255,9 +255,9 @@ def bench_nccl_reference(ref, worlds, graphs, maxbytes, iters, rounds, log, tmp,
                 order = ("cli", "ref") if rnd % 2 == 0 else ("ref", "cli")
                 for who in order:
                     if who == "ref":
-                        ref_runs.append(reference_times(ref, world, NCCL_OPS, maxbytes, iters, 5, graph, processes))
+                        ref_runs.append(reference_times(ref, world, ops, maxbytes, iters, 5, graph, processes))
                     else:
-                        doc = cli_sweep(["-t", "nccl", "--nprocs", str(world), "--op", NCCL_OPS, "-b", "8",
+                        doc = cli_sweep(["-t", "nccl", "--nprocs", str(world), "--op", ops, "-b", "8",
                                          "-e", maxbytes, "-f", "2", "-n", str(iters), "-w", "5"]
                                         + (["-G", str(graph)] if graph else []), os.path.join(tmp, "cli.json"))
                         cli_runs.append({(r["op"], r["size"]): r["time_us"] for r in doc["results"]})
@@ -315,6 +315,7 @@ def main():
     ap.add_argument("--worlds", default="1,2", help="world sizes for nccl-ref")
     ap.add_argument("--graphs", default="0,10", help="-G values for nccl-ref (0: off)")
     ap.add_argument("--maxbytes", default="2G", help="largest size for nccl-ref")
+    ap.add_argument("--ops", default=NCCL_OPS, help="collectives for nccl-ref")
     ap.add_argument("--peer-size", type=int, default=512 * MiB)
     ap.add_argument("--ref-mode", default="process", choices=("process", "thread"),
                     help="nccl-ref: one process per GPU (comm-bench's model) or one thread per GPU")
@@ -354,7 +355,7 @@ def main():
     if "nccl-ref" in only:
         doc["results"]["nccl_vs_reference"] = bench_nccl_reference(
             args.ref, [int(w) for w in args.worlds.split(",")], [int(g) for g in args.graphs.split(",")],
-            args.maxbytes, args.iters, args.rounds, log, tmp, args.ref_mode == "process")
+            args.maxbytes, args.iters, args.rounds, log, tmp, args.ref_mode == "process", args.ops)
     if "peers" in only:
         doc["results"]["peers"] = bench_peers(args.peer_size, args.rounds, log, tmp)
     doc["log"] = lines

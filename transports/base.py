@@ -18,7 +18,7 @@ if __package__ in (None, "", "transports"):  # imported as a top-level package b
 
 from ..errors import RunFailed, UsageError
 
-# Test hook of the Python data checks (gloo, mpi, grpc): one element of each checked
+# Test hook of the Python data checks (gloo, mpi, grpc, torch-nccl): one element of each checked
 # result is changed after it arrived, so a test sees the check count it
 # (tests/test_data_checks.py). Read once at import, never in a timed loop.
 TEST_CORRUPT_CHECK = bool(os.environ.get("COMM_BENCH_TEST_CORRUPT_CHECK"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import TEST_CORRUPT_CHECK, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
@@ -174,7 +174,10 @@ class TorchNcclTransport(Transport):
                 done.record(stream)
                 self._wait(done, op + " data check")
                 if want is not None:
-                    wrong = int((got.reshape(-1)[: want.numel()] != want.to(tdt)).sum().item())
+                    flat = got.reshape(-1)[: want.numel()]
+                    if TEST_CORRUPT_CHECK and flat.numel():
+                        flat[flat.numel() // 2] += 1
+                    wrong = int((flat != want.to(tdt)).sum().item())
         except TransportError:
             raise
         except RuntimeError as exc:
