@@ -1,8 +1,12 @@
 """Builds the native parts of comm_bench from csrc/.
 
-comm_bench._C        always: timing/statistics harness + raw TCP transport
-comm_bench._ibverbs  where rdma-core's headers (infiniband/verbs.h) exist
-comm_bench._cuda     where nvcc exists: CUDA copies and NCCL (loaded at run time)
+comm_bench._C        csrc/core/     always: timing/statistics harness + raw TCP transport
+comm_bench._ibverbs  csrc/ibverbs/  where rdma-core's headers (infiniband/verbs.h) exist
+comm_bench._cuda     csrc/cuda/     where nvcc exists: CUDA copies and NCCL (loaded at run time)
+
+Each extension is built from every *.cpp (host compiler) and *.cu (nvcc) in its folder;
+headers shared by all of them (harness.h, pybind_common.h) sit in csrc/. A new source
+file in a folder is built without editing this file.
 
 A part whose toolkit is missing is skipped with a message; comm_bench imports
 without it and `comm-bench doctor` says why it is absent.
@@ -24,11 +28,15 @@ def note(msg):
     print(f"comm-bench build: {msg}", file=sys.stderr)
 
 
+def sources(folder, suffix):
+    path = os.path.join("csrc", folder)
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(suffix))
+
+
 def core_extension():
     return Pybind11Extension(
-        "comm_bench._C",
-        ["csrc/module_c.cpp", "csrc/tcp.cpp"],
-        include_dirs=["csrc"], extra_compile_args=CXX_FLAGS, libraries=["pthread"])
+        "comm_bench._C", sources("core", ".cpp"),
+        include_dirs=["csrc", "csrc/core"], extra_compile_args=CXX_FLAGS, libraries=["pthread"])
 
 
 def has_header(path):
@@ -43,11 +51,9 @@ def ibverbs_extension():
         note("skipping comm_bench._ibverbs: infiniband/verbs.h not found "
              "(install rdma-core's libibverbs-dev)")
         return None
-    if not os.path.exists("csrc/ibverbs.cpp"):
-        return None
     return Pybind11Extension(
-        "comm_bench._ibverbs", ["csrc/module_ibverbs.cpp", "csrc/ibverbs.cpp"],
-        include_dirs=["csrc"], extra_compile_args=CXX_FLAGS, libraries=["ibverbs", "pthread"])
+        "comm_bench._ibverbs", sources("ibverbs", ".cpp"),
+        include_dirs=["csrc", "csrc/ibverbs"], extra_compile_args=CXX_FLAGS, libraries=["ibverbs", "pthread"])
 
 
 def find_nvcc():
@@ -69,17 +75,15 @@ def cuda_extension():
     if not nvcc:
         note("skipping comm_bench._cuda: nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
         return None
-    cu_sources = sorted(f"csrc/{f}" for f in os.listdir("csrc") if f.endswith(".cu"))
-    if not cu_sources:
-        return None
+    cu_sources = sources("cuda", ".cu")
     # nvcc may be a wrapper script (/usr/local/bin/nvcc): take the first root holding the runtime
     roots = [os.environ.get("CUDA_HOME"), os.path.dirname(os.path.dirname(os.path.realpath(nvcc))),
              "/usr/local/cuda"]
     cuda_home = next((r for r in roots if r and os.path.exists(os.path.join(r, "include", "cuda_runtime.h"))),
                      roots[1])
     ext = Pybind11Extension(
-        "comm_bench._cuda", ["csrc/module_cuda.cpp"],
-        include_dirs=["csrc", os.path.join(cuda_home, "include")],
+        "comm_bench._cuda", sources("cuda", ".cpp"),
+        include_dirs=["csrc", "csrc/cuda", os.path.join(cuda_home, "include")],
         library_dirs=[os.path.join(cuda_home, "lib64")],
         runtime_library_dirs=[os.path.join(cuda_home, "lib64")],
         libraries=["cudart", "dl", "pthread"], extra_compile_args=CXX_FLAGS)
@@ -102,7 +106,7 @@ class CudaBuildExt(build_ext):
                                   "-gencode=arch=compute_90,code=compute_90").split()
             for src in cu_sources:
                 obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-                cmd = [ext.nvcc, "-c", src, "-o", obj, "-O3", "-std=c++17", "-Icsrc",
+                cmd = [ext.nvcc, "-c", src, "-o", obj, "-O3", "-std=c++17", "-Icsrc", "-Icsrc/cuda",
                        "-Xcompiler", "-fPIC", *arch]
                 note(" ".join(cmd))
                 try:

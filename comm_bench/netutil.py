@@ -24,15 +24,22 @@ def source_addr_towards(peer: str) -> str:
         return "127.0.0.1"
 
 
+def iface_addrs():
+    """{ifname: [IPv4]} of this network namespace (live only; SIOCGIFADDR, no subprocess)."""
+    out = {}
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _, name in socket.if_nameindex()[:512]:
+                try:
+                    req = struct.pack("256s", name.encode()[:15])
+                    out[name] = [socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, req)[20:24])]  # SIOCGIFADDR
+                except OSError:
+                    out[name] = []
+    except OSError:
+        pass
+    return out
+
+
 def iface_for_addr(addr: str):
     """Name of the interface holding IPv4 `addr`, or None."""
-    SIOCGIFADDR = 0x8915
-    for _, name in socket.if_nameindex():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
-            except OSError:
-                continue
-            if socket.inet_ntoa(packed[20:24]) == addr:
-                return name
-    return None
+    return next((name for name, addrs in iface_addrs().items() if addr in addrs), None)

@@ -22,6 +22,8 @@ DTYPES = {  # name -> (numpy dtype or None, bytes per element)
     "bfloat16": (None, 2), "int32": ("int32", 4), "int64": ("int64", 8),
     "int8": ("int8", 1), "uint8": ("uint8", 1),
 }
+ALL_DTYPES = tuple(DTYPES)
+NUMPY_DTYPES = tuple(name for name, (np_name, _) in DTYPES.items() if np_name)
 ROOT = 0  # root rank of broadcast and reduce
 
 

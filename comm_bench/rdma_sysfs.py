@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import resource
+from .topology.sysfs import parse_cpulist
 
 ROOT = "/sys/class/infiniband"
 SOFT_ROCE_HINT = ("no RDMA device found (/sys/class/infiniband is empty); on a machine without "
@@ -160,19 +161,8 @@ def cpu_numa_node() -> int:
     except OSError:
         return -1
     mine = {int(node[4:]) for node in nodes
-            if cpus & _cpulist(_read(f"/sys/devices/system/node/{node}/cpulist"))}
+            if cpus & set(parse_cpulist(_read(f"/sys/devices/system/node/{node}/cpulist")))}
     return mine.pop() if len(mine) == 1 else -1
-
-
-def _cpulist(text: str) -> set:
-    out = set()
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part.strip():
-            out.add(int(part))
-    return out
 
 
 def pick_device(spec, local_rank: int, cpu_node=None) -> str:

@@ -18,34 +18,13 @@ import os
 import socket
 import time
 
+from ..netutil import iface_addrs
 from . import links as L
 from . import matrix as M
 from .nvml import read_nvml
 from .sysfs import read_infiniband, read_net, read_numa, read_pci
 
 SCHEMA = 1
-
-
-def iface_addrs():
-    """{ifname: [IPv4]} of this network namespace (live only; SIOCGIFADDR, no subprocess)."""
-    out = {}
-    try:
-        import fcntl
-        import struct
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            for _, name in socket.if_nameindex()[:512]:
-                try:
-                    req = struct.pack("256s", name.encode()[:15])
-                    res = fcntl.ioctl(s.fileno(), 0x8915, req)  # SIOCGIFADDR
-                    out[name] = [socket.inet_ntoa(res[20:24])]
-                except OSError:
-                    out[name] = []
-        finally:
-            s.close()
-    except Exception:
-        pass
-    return out
 
 
 def _meta(root):

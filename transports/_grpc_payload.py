@@ -10,8 +10,6 @@ import struct
 from .base import TEST_CORRUPT_CHECK
 
 ACK = struct.Struct("<qq")          # (messages received, wrong elements)
-ELEM = {"uint8": 1, "int8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "int32": 4,
-        "float64": 8, "int64": 8}
 
 
 def pattern(nbytes: int, seed: int) -> bytes:

@@ -1,4 +1,4 @@
-"""CUDA copies as nvbandwidth measures them (csrc/cuda_copy.cu).
+"""CUDA copies as nvbandwidth measures them (csrc/cuda/cuda_copy.cu).
 
 Ops (S = bytes copied; a device-local copy of N bytes counts N):
   h2d, d2h      host <-> this rank's GPU
@@ -18,12 +18,12 @@ between ranks go through CUDA IPC, so the ranks of a pair must share a host;
 """
 from __future__ import annotations
 
+from .. import ops as ops_mod
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 HOST_OPS = ("h2d", "d2h", "bidir")
 LOCAL_OPS = HOST_OPS + ("d2d",)
 PEER_OPS = ("peer", "peer_read", "peer_bidir")
-ALL_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 
 
 def load_native():
@@ -100,7 +100,7 @@ class CudaCopyTransport(Transport):
     ops = LOCAL_OPS + PEER_OPS
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)
-    dtypes = ALL_DTYPES  # copies move bytes; the dtype only sets the count column
+    dtypes = ops_mod.ALL_DTYPES  # copies move bytes; the dtype only sets the count column
     options = (
         Option("--copy", str, "ce", "copy by: ce (copy engine, cudaMemcpyAsync) or sm (SM copy kernel)"),
         Option("--host-mem", str, "pinned", "host buffers: pinned or pageable"),

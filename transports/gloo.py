@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+from .. import ops as ops_mod
 from . import _framework as fw
 from .base import RankContext, RunResult, Transport, TransportError
 
-TORCH_DTYPES = ("float32", "float64", "bfloat16", "int32", "int64", "int8", "uint8")
 
 
 class GlooTransport(Transport):
@@ -21,7 +21,7 @@ class GlooTransport(Transport):
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
-    dtypes = TORCH_DTYPES
+    dtypes = tuple(d for d in ops_mod.ALL_DTYPES if d != "float16")  # as since the first version
 
     @classmethod
     def probe(cls):

@@ -58,8 +58,9 @@ import threading
 import time
 from typing import Optional
 
+from .. import ops as ops_mod
 from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
-from ._grpc_payload import ACK, ELEM, count_wrong, message_seed, pattern
+from ._grpc_payload import ACK, count_wrong, message_seed, pattern
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 SERVICE = "commbench.Bench"
@@ -426,7 +427,7 @@ class GrpcTransport(Transport):
         if role == "dst":
             return self._serve_wait(peer, op)
         stub = self._stub(peer)
-        esize = ELEM.get(dtype, 1)
+        esize = ops_mod.DTYPES[dtype][1]
         try:
             if op == "sendrecv" and mode == "lat":
                 res = self._lat(stub, nbytes, iters, warmup)

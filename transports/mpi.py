@@ -6,6 +6,7 @@ why its loop is Python; mpi4py releases the GIL inside MPI calls).
 """
 from __future__ import annotations
 
+from .. import ops as ops_mod
 from . import _framework as fw
 from .base import RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
@@ -17,7 +18,7 @@ class MpiTransport(Transport):
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
-    dtypes = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8")
+    dtypes = ops_mod.NUMPY_DTYPES  # numpy buffers: no bfloat16
 
     @classmethod
     def probe(cls):

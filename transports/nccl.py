@@ -1,4 +1,4 @@
-"""NCCL, called directly from C++ (csrc/nccl_bench.cu); libnccl is loaded at run time.
+"""NCCL, called directly from C++ (csrc/cuda/nccl_bench.cu); libnccl is loaded at run time.
 
 One rank per GPU. Every collective (all_reduce, all_gather, reduce_scatter,
 broadcast, reduce, alltoall) and sendrecv (a ring in the collective pattern;
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 
+from .. import ops as ops_mod
+from ..ops import ROOT
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
-ROOT = 0  # comm_bench.ops.ROOT
 
 
 def nccl_candidates(explicit: str | None = None) -> list:
@@ -90,7 +90,7 @@ class NcclTransport(Transport):
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)
-    dtypes = DTYPES
+    dtypes = ops_mod.ALL_DTYPES
     options = (
         Option("--nccl-lib", str, None, "libnccl to load (default: the nvidia-nccl wheel, torch's, "
                                         "then the system's libnccl.so.2)"),

@@ -2,7 +2,7 @@
 
 Ops (perftest's ib_*_bw / ib_*_lat): write, read, send, write_imm; modes bw and
 lat; patterns pair, pairwise, pairwise-concurrent. The hot loops live in
-csrc/ibverbs.cpp (comm_bench._ibverbs); this file chooses the device, port and
+csrc/ibverbs/ibverbs.cpp (comm_bench._ibverbs); this file chooses the device, port and
 GID, exchanges connection data through the rendezvous store, and sequences each
 run between the two ranks of a pair.
 
@@ -35,6 +35,7 @@ import time
 import zlib
 from typing import Optional
 
+from .. import ops as ops_mod
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 PAIR_ONLY = "rdma measures pairs of ranks: use --pattern pair, pairwise or pairwise-concurrent"
@@ -51,7 +52,7 @@ class RdmaTransport(Transport):
     ops = ("write", "read", "send", "write_imm")
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
-    dtypes = ("uint8", "int8", "float16", "bfloat16", "float32", "int32", "float64", "int64")
+    dtypes = ops_mod.ALL_DTYPES
     options = (
         Option("--device", str, None, "RDMA device (e.g. mlx5_0); a comma list = one per local rank; "
                "'auto' = a NUMA-local device; default: the first device"),

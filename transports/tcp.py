@@ -6,6 +6,7 @@ lat: ping-pong; the samples are round trips (the record reports half).
 """
 from __future__ import annotations
 
+from .. import ops as ops_mod
 from .base import RankContext, RunResult, Transport, TransportError
 
 
@@ -16,7 +17,7 @@ class TcpTransport(Transport):
     ops = ("sendrecv",)
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
-    dtypes = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
+    dtypes = ops_mod.ALL_DTYPES
 
     @classmethod
     def probe(cls):

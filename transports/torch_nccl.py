@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from .. import ops as ops_mod
 from .base import TEST_CORRUPT_CHECK, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
 ROOT = 0
 
@@ -24,7 +24,7 @@ class TorchNcclTransport(Transport):
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)
-    dtypes = DTYPES
+    dtypes = ops_mod.ALL_DTYPES
     options = (Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),)
 
     @classmethod

@@ -68,11 +68,6 @@ PYBIND11_MODULE(_ibverbs, m) {
     if (list) ibv_free_device_list(list);
     return names;
   }, "names of the RDMA devices libibverbs sees");
-  m.def("pattern", [](size_t n, uint32_t seed) {
-    std::string s(n, '\0');
-    for (size_t i = 0; i < n; ++i) s[i] = char(cb::pattern_byte(i, seed));
-    return py::bytes(s);
-  }, "the check pattern (for tests)");
 
   py::class_<Engine>(m, "Engine")
       .def(py::init<const std::string&, int, int, double, int>(), py::arg("device"), py::arg("port"),
@@ -85,7 +80,6 @@ PYBIND11_MODULE(_ibverbs, m) {
         d["max_qp_rd_atom"] = p.max_qp_rd_atom;
         return d;
       })
-      .def("set_timeout", &Engine::set_timeout)
       .def("add_peer", [](Engine& e, int peer, int qps, int tx_depth, int rx_depth, int cq_mod,
                           int inline_size, size_t buf_bytes, int access) {
         ConnConfig cfg;

@@ -78,7 +78,6 @@ class Engine {
   const PortInfo& port_info() const { return info_; }
   ConnInfo add_peer(int peer, const ConnConfig& cfg);
   void connect(int peer, const ConnInfo& remote);
-  void set_timeout(double seconds) { timeout_ns_ = uint64_t(seconds * 1e9); }
 
   // Per-run preparation: fill sbuf with the check pattern, clear rbuf, reset
   // the ping-pong counter, pre-post `recvs` receives (send/write_imm sinks; a
