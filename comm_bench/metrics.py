@@ -32,10 +32,13 @@ def one_way(round_trips_us: list) -> list:
 def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
                 iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
                 elem: int, round_trip: bool = False, mean_us: float | None = None,
-                reverse_mean_us: float | None = None) -> dict:
+                reverse_mean_us: float | None = None, both_directions: bool = False,
+                peak_gbps: float | None = None) -> dict:
     """`round_trip`: the samples are whole round trips (RunResult.round_trip);
     mean_us: the batch-timed time per iteration (else the samples' mean);
-    reverse_mean_us: a concurrent bidirectional pair's other direction (same size)."""
+    reverse_mean_us: a concurrent bidirectional pair's other direction (same size);
+    both_directions: S bytes went each way in time_us (RunResult.both_directions);
+    peak_gbps: a native sampler's best window (else the fastest sample's rate)."""
     o = ops_mod.get(op)
     if round_trip:
         samples_us = one_way(samples_us)
@@ -44,25 +47,25 @@ def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, 
     extra = dict(extra or {})
     if mean_us is not None:
         extra["timing"] = BATCH_TIMING
+    if both_directions:
+        reverse_mean_us = time_us
     if reverse_mean_us:  # per direction in algbw, both directions added up here
         forward = size / time_us / 1e3 if time_us > 0 else 0.0
         reverse = size / float(reverse_mean_us) / 1e3
         extra["per_direction_gbps"] = {"src->dst": forward, "dst->src": reverse}
         extra["total_gbps"] = forward + reverse
     algbw = size / time_us / 1e3 if time_us > 0 else 0.0       # GB/s, 1 GB = 1e9 B
-    bw_peak = extra.pop("bw_peak", size / lat["min"] / 1e3 if lat["min"] > 0 else 0.0)
+    if peak_gbps is None:
+        peak_gbps = size / lat["min"] / 1e3 if lat["min"] > 0 else 0.0
     rec = {
         "transport": transport, "op": op, "mode": mode, "pattern": pattern,
         "size": size, "count": size // elem, "dtype": dtype,
         "redop": "sum" if o.reduces else None, "root": ops_mod.ROOT if o.rooted else None,
         "iters": iters, "warmup": warmup, "time_us": time_us,
         "algbw": algbw, "busbw": algbw * o.bus_factor(n),
-        "bw_peak": bw_peak,
-        "msg_rate_mpps": extra.pop("msg_rate_mpps", 1.0 / time_us if time_us > 0 else 0.0),
+        "bw_peak": peak_gbps,
+        "msg_rate_mpps": 1.0 / time_us if time_us > 0 else 0.0,
         "latency_us": lat, "wrong": int(wrong),
     }
-    if "algbw" in extra:  # a transport that measures bandwidth its own way (perftest's average)
-        rec["algbw"] = extra.pop("algbw")
-        rec["busbw"] = rec["algbw"] * o.bus_factor(n)
     rec["extra"] = extra
     return rec

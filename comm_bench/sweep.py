@@ -271,7 +271,8 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
-                mean_us=_ranks_time(op, means)), f"{op} {size} B", asked)
+                mean_us=_ranks_time(op, means), both_directions=got[0]["both_directions"]),
+                f"{op} {size} B", asked)
 
     def _pairs(self, op, size, round_idx, pairs, asked):
         peer, role = my_pair(pairs, self.rank)
@@ -286,7 +287,8 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
                 elem=self.elem, round_trip=s["round_trip"], mean_us=s["mean_us"],
-                reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None)
+                reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None,
+                both_directions=s["both_directions"], peak_gbps=s["peak_gbps"])
             if d["extra"]:
                 rec["extra"]["dst"] = d["extra"]
             rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
@@ -321,7 +323,8 @@ def _ranks_time(op, means):
 def _measured(res) -> dict:
     """One rank's RunResult as it travels to rank 0 through the store."""
     return {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra,
-            "round_trip": res.round_trip, "mean_us": res.mean_us}
+            "round_trip": res.round_trip, "mean_us": res.mean_us,
+            "both_directions": res.both_directions, "peak_gbps": res.peak_gbps}
 
 
 def _topology_snapshot():

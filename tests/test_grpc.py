@@ -144,7 +144,7 @@ def test_sweep_two_ranks_bw_bidir_checked(tmp_path):
     recs = check_records(doc, 2 * 4)          # 1K, 16K, 256K, 4M
     assert {r["op"] for r in recs} == {"sendrecv", "bidir"}
     bidir = [r for r in recs if r["op"] == "bidir"]
-    assert all(r["extra"]["bidir_total_gbps"] > 0 for r in bidir)
+    assert all(r["extra"]["total_gbps"] == pytest.approx(2 * r["algbw"]) for r in bidir)
 
 
 def test_sweep_two_ranks_latency_checked(tmp_path):

@@ -76,11 +76,23 @@ def test_metrics_definitions():
     assert rec["latency_us"]["median"] == pytest.approx(1500)
 
 
-def test_transport_measured_bandwidth_wins():
+def test_every_figure_derives_from_the_raw_samples():
+    """Transports return raw figures; the record's derived ones come from metrics only
+    (an extra key can no longer override algbw or the message rate)."""
     rec = make_record(transport="rdma", op="write", mode="bw", pattern="pair", size=1000, dtype="uint8",
-                      iters=2, warmup=0, n=2, samples_us=[1, 1], wrong=0,
-                      extra={"algbw": 12.5, "msg_rate_mpps": 3.0}, elem=1)
-    assert rec["algbw"] == 12.5 and rec["busbw"] == 12.5 and rec["msg_rate_mpps"] == 3.0
+                      iters=2, warmup=0, n=2, samples_us=[1, 3], wrong=0,
+                      extra={"algbw": 12.5, "msg_rate_mpps": 3.0}, elem=1, peak_gbps=1.2)
+    assert rec["time_us"] == 2 and rec["algbw"] == 0.5 and rec["busbw"] == 0.5
+    assert rec["msg_rate_mpps"] == 0.5 and rec["bw_peak"] == 1.2
+
+
+def test_both_directions_total_is_twice_per_direction():
+    rec = make_record(transport="cuda", op="bidir", mode="bw", pattern="collective", size=4000, dtype="uint8",
+                      iters=2, warmup=0, n=1, samples_us=[2, 2], wrong=0, extra={}, elem=1,
+                      both_directions=True)
+    assert rec["algbw"] == 2.0
+    assert rec["extra"]["per_direction_gbps"] == {"src->dst": 2.0, "dst->src": 2.0}
+    assert rec["extra"]["total_gbps"] == 4.0
 
 
 def test_stats_match_numpy():

@@ -77,19 +77,28 @@ class RunResult:
       for framework transports such as gloo and mpi4py, around the framework's own
       call: that overhead is part of what they measure).
     wrong: number of wrong elements/bytes found by the data check (0 when unchecked).
-    extra: transport-specific fields copied into the record (e.g. bw_peak_gbps,
-      msg_rate_mpps, counters, devices).
+    extra: transport-specific fields copied into the record (counters, devices...).
     mean_us: the time per iteration from a pass of its own (GPU transports: two events
       around the whole batch, as nccl-tests and nvbandwidth time), when the samples come
       from a second pass that times each iteration; None: the mean of the samples.
     round_trip: the samples are whole ping-pong round trips; the record reports
       half of each as the one-way latency (comm_bench.metrics, for every transport).
+    both_directions: S bytes moved each way at once in the time measured (a host<->GPU
+      bidir copy, gRPC bidir streams): the record's algbw is per direction and
+      extra.total_gbps the sum of both.
+    peak_gbps: the best sliding window a native sampler saw (rdma), where it measures one;
+      otherwise the record's bw_peak comes from the fastest sample.
+
+    Transports return these raw figures only; every derived figure (time, algbw, busbw,
+    one-way latency, message rate, totals) is computed once, in comm_bench.metrics.
     """
     samples_us: list
     wrong: int = 0
     extra: dict = field(default_factory=dict)
     mean_us: Optional[float] = None
     round_trip: bool = False
+    both_directions: bool = False
+    peak_gbps: Optional[float] = None
 
 
 # What a transport's data crosses between hosts, which decides a pair's link (topology/pairs.py):

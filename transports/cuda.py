@@ -209,9 +209,6 @@ class CudaCopyTransport(Transport):
         if op in HOST_OPS:
             extra["host_mem"] = self.host_mem
             extra["numa_node"] = out["numa_node"]
-        if op == "bidir":
-            t = out["mean_us"]
-            extra["total_gbps"] = 2 * nbytes / t / 1e3 if t > 0 else 0.0  # both directions
         if peer is not None:
             extra["peer_gpu"] = self.peer_table[peer]["gpu"] if self.peer_table else None
         if out["blocking_timed_out"]:
@@ -221,7 +218,8 @@ class CudaCopyTransport(Transport):
         if role == "dst":  # the reverse direction of peer_bidir: its time goes into the src's record
             extra["direction"] = "dst->src"
             return RunResult([], int(out["wrong"]), extra, mean_us=out["mean_us"])
-        return RunResult(list(out["samples_us"]), int(out["wrong"]), extra, mean_us=out["mean_us"])
+        return RunResult(list(out["samples_us"]), int(out["wrong"]), extra, mean_us=out["mean_us"],
+                         both_directions=op == "bidir")
 
     def _gate(self, peer, role):
         """(gate role, handshake) of one concurrent peer_bidir run: the src leads. Both ranks

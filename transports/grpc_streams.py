@@ -24,7 +24,7 @@ Definitions (same as the other transports, shared/DESIGN.md):
   so their sum is that whole time and algbw = S / mean(sample).
 - ``bidir``: both sides stream S-byte messages at the same time over K
   bidirectional streams (dst sends as many as it receives). S is per direction,
-  so algbw is the per-direction rate; extra["bidir_total_gbps"] is the sum.
+  so algbw is the per-direction rate; extra["total_gbps"] is the sum (comm_bench.metrics).
   Bandwidth only (``--mode lat`` is refused for it); ``--streams`` does not apply to lat.
 - The src rank keeps the record and the #wrong count (the receiver's counts come
   back in the acknowledgement / trailing metadata); dst's run() returns when src
@@ -493,10 +493,8 @@ class GrpcTransport(Transport):
         stamps = sorted(t for lst in stamp_lists for t in lst)
         stamps.append(t_end)
         samples = [(stamps[i + 1] - stamps[i]) / 1000.0 for i in range(len(stamps) - 1)]
-        total_us = (t_end - stamps[0]) / 1000.0
-        extra = dict(extra, streams=len(stamp_lists),
-                     bw_avg_gbps=(nbytes * iters / (total_us * 1e3)) if total_us > 0 else None)
-        return RunResult(samples, 0, extra)
+        # the samples add up to the whole span, so the record's algbw is S x iters / span
+        return RunResult(samples, 0, dict(extra, streams=len(stamp_lists)))
 
     def _push(self, stub, peer: int, nbytes: int, iters: int, warmup: int, esize: int) -> RunResult:
         push = stub["Push"]
@@ -561,8 +559,7 @@ class GrpcTransport(Transport):
         expected = iters + sum(warms)
         missing = abs(expected - got) + abs(expected - sum(received))
         res.wrong = bad + missing * max(1, nbytes // esize)
-        t = res.extra.get("bw_avg_gbps")
-        res.extra["bidir_total_gbps"] = 2 * t if t else None
+        res.both_directions = True
         return res
 
     # -- untimed data-check rounds -------------------------------------------------
