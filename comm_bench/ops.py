@@ -69,13 +69,19 @@ class Op:
     def value(rank, index):
         return ((rank % 4) + 1) * ((index % 5) + 1)
 
-    def fill(self, rank: int, n: int, in_count: int) -> np.ndarray:
+    # Both take the array library as `xp` (numpy, or torch with device=... so a GPU
+    # transport builds the same values on its GPU): one definition for every transport.
+    def fill(self, rank: int, n: int, in_count: int, xp=np, **where):
         """One rank's input, as int64 (cast by the transport to its dtype)."""
-        return self.value(rank, np.arange(in_count, dtype=np.int64))
+        return self.value(rank, xp.arange(in_count, dtype=xp.int64, **where))
 
-    def expected(self, rank: int, n: int, in_count: int):
-        """What this rank's output must hold (int64), or None where the op leaves none."""
-        idx = np.arange(in_count, dtype=np.int64)
+    def expected(self, rank: int, n: int, in_count: int, peer=None, xp=np, **where):
+        """What this rank's output must hold (int64), or None where the op leaves none;
+        `peer`: a pair pattern's sender (sendrecv), instead of the ring's previous rank."""
+        def arange(a, b=None):
+            return xp.arange(a, b, dtype=xp.int64, **where) if b is not None else \
+                xp.arange(a, dtype=xp.int64, **where)
+        idx = arange(in_count)
         all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731
         if self.name == "all_reduce":
             return all_sum(idx)
@@ -84,15 +90,15 @@ class Op:
         if self.name == "broadcast":
             return self.value(ROOT, idx)
         if self.name == "all_gather":
-            return np.concatenate([self.value(r, idx) for r in range(n)])
+            return xp.concatenate([self.value(r, idx) for r in range(n)])
         if self.name == "reduce_scatter":
-            return all_sum(np.arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
+            return all_sum(arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
         if self.name == "alltoall":
             chunk = in_count // n
-            return np.concatenate([self.value(src, np.arange(rank * chunk, (rank + 1) * chunk))
+            return xp.concatenate([self.value(src, arange(rank * chunk, (rank + 1) * chunk))
                                    for src in range(n)])
         if self.name == "sendrecv":  # ring: receive what the previous rank sent
-            return self.value((rank - 1) % n, idx)
+            return self.value((rank - 1) % n if peer is None else peer, idx)
         return None
 
 

@@ -72,15 +72,23 @@ def nccl1(cuda_mod):
 NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
 
 
+def _counts(op, size, dtype="float32", n=1):
+    """(input, output) elements of one rank, as the nccl transport passes them."""
+    from comm_bench import ops
+
+    return ops.get(op).counts(size, n, ops.dtype_size(dtype))
+
+
 @needs_gpu
 @pytest.mark.parametrize("op", NCCL_OPS)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "float64", "int64", "uint8", "int32"])
 def test_nccl_world1_check(nccl1, op, dtype):
-    es = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "float64": 8, "int64": 8,
-          "uint8": 1, "int32": 4}[dtype]
+    from comm_bench import ops
+
+    es = ops.dtype_size(dtype)
     for size in (es, 1024 * es + es, 1 << 22):
         for in_place in (False, True):
-            r = nccl1.run(op, size, dtype, "sum", 0, -1, 3, 1, in_place, 0, True, 60.0)
+            r = nccl1.run(op, *_counts(op, size, dtype), dtype, "sum", 0, -1, 3, 1, in_place, 0, True, 60.0)
             assert r["wrong"] == 0, (op, dtype, size, in_place)
             assert len(r["samples_us"]) == 3
 
@@ -88,7 +96,7 @@ def test_nccl_world1_check(nccl1, op, dtype):
 @needs_gpu
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "alltoall"])
 def test_nccl_world1_cudagraph(nccl1, op):
-    r = nccl1.run(op, 1 << 20, "float32", "sum", 0, -1, 10, 2, False, 2, True, 60.0)
+    r = nccl1.run(op, *_counts(op, 1 << 20), "float32", "sum", 0, -1, 10, 2, False, 2, True, 60.0)
     assert r["wrong"] == 0 and len(r["samples_us"]) == 10 and all(s > 0 for s in r["samples_us"])
 
 
@@ -152,11 +160,11 @@ def test_sweep_cuda_peer_matrix(tmp_results, copy):
 @needs_gpu
 def test_nccl_time_is_the_batch_not_the_samples(nccl1):
     """time_us comes from pass 1 (two events around the batch), the samples from pass 2."""
-    r = nccl1.run("all_reduce", 8, "float32", "sum", 0, -1, 50, 5, False, 0, False, 60.0)
+    r = nccl1.run("all_reduce", 2, 2, "float32", "sum", 0, -1, 50, 5, False, 0, False, 60.0)
     assert r["mean_us"] > 0 and len(r["samples_us"]) == 50
     # pass 2 adds an event per launch: its mean can only be the same or longer
     assert r["mean_us"] <= sum(r["samples_us"]) / 50 * 1.05
-    g = nccl1.run("all_reduce", 8, "float32", "sum", 0, -1, 50, 5, False, 4, False, 60.0)
+    g = nccl1.run("all_reduce", 2, 2, "float32", "sum", 0, -1, 50, 5, False, 4, False, 60.0)
     assert g["mean_us"] > 0
 
 

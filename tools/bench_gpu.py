@@ -185,9 +185,9 @@ def bench_allreduce(torch, mod, dev, sizes, iters, rounds, log):
         runs = {"comm-bench": [], "comm-bench out-of-place": [], "torch": []}
         for _ in range(rounds):
             runs["comm-bench"].append(
-                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, True, 0, False, 120.0)["mean_us"])
+                comm.run("all_reduce", size // 4, size // 4, "float32", "sum", 0, -1, n_it, 5, True, 0, False, 120.0)["mean_us"])
             runs["comm-bench out-of-place"].append(
-                comm.run("all_reduce", size, "float32", "sum", 0, -1, n_it, 5, False, 0, False, 120.0)["mean_us"])
+                comm.run("all_reduce", size // 4, size // 4, "float32", "sum", 0, -1, n_it, 5, False, 0, False, 120.0)["mean_us"])
             for _ in range(5):
                 dist.all_reduce(t)
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -55,8 +55,8 @@ class GlooTransport(Transport):
         import torch
 
         torch_dtype = getattr(torch, dtype)
-        elem = torch.tensor([], dtype=torch_dtype).element_size()
-        values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes, elem, role)
+        values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes,
+                                                ops_mod.dtype_size(dtype), role)
         inp = torch.from_numpy(values).to(torch_dtype)
         out = torch.zeros(out_count, dtype=torch_dtype)
         result = inp if (peer is None and op in fw.IN_PLACE) else out

@@ -43,8 +43,8 @@ class MpiTransport(Transport):
             peer=None, role=None) -> RunResult:
         import numpy as np
 
-        elem = np.dtype(dtype).itemsize
-        values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes, elem, role)
+        values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes,
+                                                ops_mod.dtype_size(dtype), role)
         inp = values.astype(dtype)
         out = np.zeros(out_count, dtype=dtype)
         steps = (self._collective_step(op, inp, out), None) if peer is None else \

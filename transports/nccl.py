@@ -155,9 +155,10 @@ class NcclTransport(Transport):
             if op != "sendrecv":
                 raise TransportUnavailable(f"--pattern pair/pairwise runs sendrecv only (got {op})")
             native_op, native_peer = ("send" if role == "src" else "recv"), peer
+        in_count, out_count = ops_mod.get(native_op).counts(int(nbytes), ctx.world_size, ops_mod.dtype_size(dtype))
         try:
             with nvml.Sampler([self.info.get("pci_bus_id")]) as sampled:
-                out = self.comm.run(native_op, int(nbytes), dtype, "sum", ROOT, native_peer, int(iters),
+                out = self.comm.run(native_op, in_count, out_count, dtype, "sum", ROOT, native_peer, int(iters),
                                     int(warmup), self.in_place, self.graph, bool(check), float(ctx.timeout))
         except self.mod.NativeError as exc:
             raise TransportError(f"rank {ctx.rank} (GPU {self.dev}): nccl {op} of {nbytes} B failed: "

@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from .. import ops as ops_mod
+from ..ops import ROOT
 from .base import TEST_CORRUPT_CHECK, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
-ROOT = 0
 
 
 class TorchNcclTransport(Transport):
@@ -78,40 +78,12 @@ class TorchNcclTransport(Transport):
                                  f"{str(exc).splitlines()[0]}") from None
         self._bufs: dict = {}
 
-    # -- data: comm_bench.ops' values, computed on the GPU ------------------------
-    def _value(self, rank, idx):
-        return ((rank % 4) + 1) * ((idx % 5) + 1)
-
-    def _expected(self, op, rank, n, in_count, peer=None):
-        torch = self.torch
-        idx = torch.arange(in_count, device=self.device, dtype=torch.int64)
-        if op in ("all_reduce", "reduce"):
-            return None if (op == "reduce" and rank != ROOT) else sum(self._value(r, idx) for r in range(n))
-        if op == "broadcast":
-            return self._value(ROOT, idx)
-        if op == "all_gather":
-            return torch.cat([self._value(r, idx) for r in range(n)])
-        if op == "reduce_scatter":
-            c = in_count // n
-            part = torch.arange(rank * c, (rank + 1) * c, device=self.device, dtype=torch.int64)
-            return sum(self._value(r, part) for r in range(n))
-        if op == "alltoall":
-            c = in_count // n
-            part = torch.arange(rank * c, (rank + 1) * c, device=self.device, dtype=torch.int64)
-            return torch.cat([self._value(src, part) for src in range(n)])
-        if op == "sendrecv":
-            return self._value(((rank - 1) % n) if peer is None else peer, idx)
-        return None
-
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
         torch, d = self.torch, self.dist
         rank, n = self.ctx.rank, self.ctx.world_size
         tdt = getattr(torch, dtype)
-        elem = torch.tensor([], dtype=tdt).element_size()
-        total = nbytes // elem
-        in_count = total // n if op == "all_gather" else total
-        out_count = total // n if op == "reduce_scatter" else total
+        in_count, out_count = ops_mod.get(op).counts(nbytes, n, ops_mod.dtype_size(dtype))
         inp = torch.empty(in_count, dtype=tdt, device=self.device)
         out = torch.empty(out_count, dtype=tdt, device=self.device)
         nxt, prev = (rank + 1) % n, (rank - 1) % n
@@ -133,8 +105,7 @@ class TorchNcclTransport(Transport):
             step = steps[op]
 
         def fill():
-            idx = torch.arange(in_count, device=self.device, dtype=torch.int64)
-            inp.copy_(self._value(rank, idx).to(tdt))
+            inp.copy_(ops_mod.get(op).fill(rank, n, in_count, xp=torch, device=self.device).to(tdt))
             out.fill_(-1 if not tdt.is_floating_point else float("nan"))
 
         try:
@@ -168,8 +139,8 @@ class TorchNcclTransport(Transport):
                 fill()
                 step()
                 got = inp if (peer is None and op in IN_PLACE) else out
-                want = None if role == "src" else self._expected(op, rank, n, in_count,
-                                                                 peer if role == "dst" else None)
+                want = None if role == "src" else ops_mod.get(op).expected(
+                    rank, n, in_count, peer=peer if role == "dst" else None, xp=torch, device=self.device)
                 done = torch.cuda.Event()
                 done.record(stream)
                 self._wait(done, op + " data check")

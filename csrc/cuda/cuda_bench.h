@@ -95,8 +95,9 @@ class NcclBench {
   NcclBench& operator=(const NcclBench&) = delete;
   // op: all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv
   //     send recv (pair patterns: to / from `peer`)
-  // nbytes: the size column S (see docs/internal-contracts.md)
-  NcclResult run(const std::string& op, size_t nbytes, const std::string& dtype,
+  // in_count / out_count: elements of this rank's input and output buffers, as
+  // comm_bench.ops counts them for the size column S (one definition, in Python)
+  NcclResult run(const std::string& op, size_t in_count, size_t out_count, const std::string& dtype,
                  const std::string& redop, int root, int peer, int iters, int warmup,
                  bool in_place, int graph, bool check, double timeout_s);
   int rank() const;

@@ -120,13 +120,14 @@ PYBIND11_MODULE(_cuda, m) {
       .def_property_readonly("rank", &NcclBench::rank)
       .def_property_readonly("nranks", &NcclBench::nranks)
       .def("run",
-           [](NcclBench& b, const std::string& op, size_t nbytes, const std::string& dtype,
+           [](NcclBench& b, const std::string& op, size_t in_count, size_t out_count, const std::string& dtype,
               const std::string& redop, int root, int peer, int iters, int warmup, bool in_place, int graph,
               bool check, double timeout) {
              NcclResult r;
              {
                py::gil_scoped_release nogil;
-               r = b.run(op, nbytes, dtype, redop, root, peer, iters, warmup, in_place, graph, check, timeout);
+               r = b.run(op, in_count, out_count, dtype, redop, root, peer, iters, warmup, in_place, graph, check,
+                         timeout);
              }
              py::dict o;
              o["mean_us"] = r.mean_us;
@@ -134,7 +135,8 @@ PYBIND11_MODULE(_cuda, m) {
              o["wrong"] = r.wrong;
              return o;
            },
-           py::arg("op"), py::arg("nbytes"), py::arg("dtype") = "float32", py::arg("redop") = "sum",
+           py::arg("op"), py::arg("in_count"), py::arg("out_count"), py::arg("dtype") = "float32",
+           py::arg("redop") = "sum",
            py::arg("root") = 0, py::arg("peer") = -1, py::arg("iters") = 20, py::arg("warmup") = 5,
            py::arg("in_place") = false, py::arg("graph") = 0, py::arg("check") = false,
            py::arg("timeout") = 600.0)

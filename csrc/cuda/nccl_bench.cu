@@ -319,7 +319,7 @@ void NcclBench::destroy() {
   m.comm = nullptr;
 }
 
-NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::string& dtype,
+NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t out_count, const std::string& dtype,
                           const std::string& redop_name, int root, int peer, int iters, int warmup,
                           bool in_place, int graph, bool check, double timeout_s) {
   Impl& m = *impl_;
@@ -332,11 +332,12 @@ NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::
   const ncclRedOp_t redop = redop_code(redop_name);
   const int n = m.nranks, r = m.rank;
   const size_t es = dt.size;
-  const size_t total = nbytes / es;
-  if (total == 0) throw Error("size " + std::to_string(nbytes) + " is smaller than one " + dtype + " element");
+  // the whole per-rank vector: what all_reduce/broadcast/reduce/send/recv move, what
+  // all_gather gathers into and reduce_scatter scatters from
+  const size_t total = std::max(in_count, out_count);
+  if (in_count == 0 || out_count == 0) throw Error("an NCCL op needs at least one element per rank");
   if ((op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL) && total % n)
-    throw Error("size " + std::to_string(nbytes) + " is not a multiple of " + std::to_string(n) + " x " +
-                std::to_string(es) + " bytes");
+    throw Error(std::to_string(total) + " elements do not split over " + std::to_string(n) + " ranks");
   if ((op == OP_SEND || op == OP_RECV) && (peer < 0 || peer >= n || peer == r))
     throw Error("send/recv needs a peer rank other than this one");
   if (root < 0 || root >= n) throw Error("root rank " + std::to_string(root) + " is out of range");
@@ -344,10 +345,6 @@ NcclResult NcclBench::run(const std::string& op_name, size_t nbytes, const std::
   const uint64_t deadline = deadline_after(timeout_s);
   const size_t chunk = total / n;
 
-  // per-rank buffers
-  size_t in_count = total, out_count = total;
-  if (op == OP_ALL_GATHER) in_count = chunk;
-  if (op == OP_REDUCE_SCATTER) out_count = chunk;
   const bool inplace_ok = op == OP_ALL_REDUCE || op == OP_BROADCAST || op == OP_REDUCE ||
                           op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER;
   in_place = in_place && inplace_ok;
