@@ -9,7 +9,7 @@ with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
 
 apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev"
-test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl"
+test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl slurm-client"
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   pkgs="$apt_pkgs"; [ $with_tests = 1 ] && pkgs="$pkgs $test_pkgs"
   missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
