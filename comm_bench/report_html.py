@@ -57,9 +57,11 @@ def _heat_section(data):
             vals = m[mask]
             uv = u[mask]
             rel = bool(p["relative"][mask].any())
+            util = (f"{np.nanmedian(uv) * 100:.0f}%{'*' if rel else ''}" if np.isfinite(uv).any()
+                    else "no comparison (no rate known, no other pair)")
             rows.append(f"<tr><td>{human_size(p['size'])}</td><td class=l>{e(cls)}</td><td>{mask.sum()}</td>"
                         f"<td>{np.min(vals):.3g}</td><td>{np.median(vals):.3g}</td><td>{np.max(vals):.3g}</td>"
-                        f"<td>{np.nanmedian(uv) * 100:.0f}%{'*' if rel else ''}</td></tr>")
+                        f"<td>{util}</td></tr>")
             if len(rows) > 200:
                 break
     if rows:

@@ -26,7 +26,7 @@ from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
-from .table import header, row, title
+from .table import header, row, tail_note, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
 
@@ -246,7 +246,10 @@ class _RankRun:
                     if asked != [size]:
                         self.progress.line(f"# {' and '.join(f'{a} B' for a in asked)} measured as {size} B "
                                            f"(whole elements on every rank)")
-                self.progress.line(header())
+                note = tail_note(self.cfg.iters, self.cfg.mode)
+                if note:
+                    self.progress.line(note)
+                self.progress.line(header(self.cfg.mode))
             if self.cfg.pattern == "collective":
                 for size, asked in self._plan(op):
                     self._collective(op, size, asked)

@@ -23,12 +23,44 @@ COLUMNS = [  # (title, width, how to get it from a record)
 ]
 
 
-def header() -> str:
-    return "#" + " ".join(f"{t:>{w}}" for t, w, _ in COLUMNS)
+def _lat(key):
+    return lambda r: _fmt((r.get("latency_us") or {}).get(key), ".2f")
+
+
+# --mode lat: the one-way latency statistics perftest users read, t_typical = median
+LAT_COLUMNS = COLUMNS[:3] + [
+    ("iters", 7, lambda r: r.get("iters", "N/A")),
+    ("min(us)", 10, _lat("min")),
+    ("median(us)", 11, _lat("median")),
+    ("avg(us)", 10, _lat("avg")),
+    ("p99(us)", 10, _lat("p99")),
+    ("p99.9(us)", 10, _lat("p999")),
+    ("max(us)", 10, _lat("max")),
+    ("stdev(us)", 10, _lat("stdev")),
+] + COLUMNS[-2:]
+
+
+def _columns(mode):
+    return LAT_COLUMNS if mode == "lat" else COLUMNS
+
+
+def header(mode: str = "bw") -> str:
+    return "#" + " ".join(f"{t:>{w}}" for t, w, _ in _columns(mode))
 
 
 def row(record: dict) -> str:
-    return " " + " ".join(f"{str(get(record)):>{w}}" for _, w, get in COLUMNS)
+    return " " + " ".join(f"{str(get(record)):>{w}}" for _, w, get in _columns(record.get("mode")))
+
+
+def tail_note(iters, mode: str = "bw"):
+    """Percentiles are interpolated between the closest samples: with fewer than 100
+    samples p99 lies between the two largest, i.e. it is (nearly) the maximum."""
+    if not isinstance(iters, int) or iters >= (1000 if mode == "lat" else 100):
+        return None
+    what = ("p99 and p99.9 are" if mode == "lat" else "p99 is") if iters < 100 else "p99.9 is"
+    need = 100 if iters < 100 else 1000
+    return (f"# {what} from {iters} samples per size: effectively the maximum sample, not a tail "
+            f"percentile (use -n {need} or more)")
 
 
 def csv_header() -> list:

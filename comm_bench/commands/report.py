@@ -32,12 +32,16 @@ def report(results_file, fmt, html_out):
     else:
         print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
               f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
-        for op in dict.fromkeys(r["op"] for r in records):
-            print(f"# op {op}")
-            print(table.header())
-            for r in records:
-                if r["op"] == op:
-                    print(table.row(r))
+        for op, mode in dict.fromkeys((r["op"], r.get("mode", "bw")) for r in records):
+            rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode]
+            print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else ""))
+            iters = [r["iters"] for r in rows if isinstance(r.get("iters"), int)]
+            note = table.tail_note(min(iters), mode) if iters else None
+            if note:
+                print(note)
+            print(table.header(mode))
+            for r in rows:
+                print(table.row(r))
     if html_out:
         try:
             from ..report_html import render
