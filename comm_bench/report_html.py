@@ -200,6 +200,20 @@ def _results_tables(doc):
     return "\n".join(out) or "<p class=meta>no records</p>"
 
 
+def _curves(doc):
+    """Bandwidth and latency vs size (comm_bench.plot), inline."""
+    import base64
+
+    from .errors import UsageError
+    from .plot import build, png_bytes
+    try:
+        png = png_bytes(*build([("", doc)]))
+    except UsageError as exc:
+        return f"<p class=meta>no curves: {e(exc)}</p>"
+    return (f"<img class=\"heat\" id=\"curves\" alt=\"bandwidth and latency vs message size\" "
+            f"src=\"data:image/png;base64,{base64.b64encode(png).decode()}\">")
+
+
 def _findings(doc, rules=None):
     from .errors import UsageError
     from .validate import check
@@ -226,7 +240,8 @@ def render(doc, out_path, rules=None, by="rank"):
         except UsageError as exc:      # e.g. matplotlib missing: the rest of the report still helps
             heat = f"<p class=meta>no heatmap: {e(exc)}</p>"
         body += ["<h2>Heatmap</h2>", heat]
-    body += ["<h2>Results</h2>", _results_tables(doc), "<h2>Topology</h2>", _topology(doc)]
+    body += ["<h2>Curves</h2>", _curves(doc), "<h2>Results</h2>", _results_tables(doc),
+             "<h2>Topology</h2>", _topology(doc)]
     try:
         with open(out_path, "w", encoding="utf-8") as f:
             f.write(page(title, "\n".join(body)))

@@ -95,3 +95,52 @@ def test_mpi_progress_codes_never_reach_redirected_output(tmp_path):
                 tmp_path / "m.json", timeout=300, check_rc=0)
     assert "\x1b" not in p.stdout and "\x1b" not in p.stderr
     assert p.stdout.count("all_reduce") >= 1 and json.loads((tmp_path / "m.json").read_text())["status"] == "ok"
+
+
+# ----------------------------------------------------------------------------- plot
+def _pixels_near(path, rgb, tol=0.08):
+    import matplotlib.image as mpimg
+    import numpy as np
+    img = mpimg.imread(str(path))[..., :3]
+    return int((np.abs(img - np.array(rgb) / 255.0).max(axis=-1) < tol).sum())
+
+
+TAB = {"C0": (31, 119, 180), "C1": (255, 127, 14), "C2": (44, 160, 44)}
+
+
+def test_plot_overlays_runs_ops_and_modes(runs, tmp_path):
+    out = tmp_path / "p.png"
+    p = run_cli("plot", runs("pair")[0], runs("gloo")[0], runs("lat")[0], "-o", out, check_rc=0)
+    assert "3 curve(s)" in p.stdout
+    for name, rgb in TAB.items():           # one colour per curve: each was drawn
+        assert _pixels_near(out, rgb) > 100, name
+    p = run_cli("plot", runs("gloo")[0], "--op", "all_reduce", "-o", out, check_rc=0)
+    assert "1 curve(s)" in p.stdout
+
+
+def test_plot_draws_the_links_theoretical_rate(tmp_path):
+    from comm_bench import plot
+    from test_heatmap import make_doc, write
+    doc = make_doc(nodes=1, gpn=2, sizes=(1 << 16, 1 << 20, 1 << 24))
+    curves, rates = plot.build([("d", doc)])
+    assert rates == {"nvlink": 450.0}
+    ((key, c),) = curves.items()
+    assert c["sizes"] == [1 << 16, 1 << 20, 1 << 24] and all(360 < g < 380 for g in c["gbs"])
+    p = run_cli("plot", write(tmp_path, doc), "-o", tmp_path / "r.png", check_rc=0)
+    assert "nvlink 450 GB/s" in p.stdout
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-o", "x.pdf"], ".png file name"), (["-o", "x.png", "--op", "nope"], "nothing to plot"),
+])
+def test_plot_bad_input_is_one_line(runs, tmp_path, args, fragment):
+    p = run_cli("plot", runs("pair")[0], *args, cwd=tmp_path, check_rc=2)
+    assert fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert_no_traceback(run_cli("plot", tmp_path / "missing.json", "-o", "x.png", cwd=tmp_path, check_rc=2))
+
+
+def test_report_html_has_the_curves(runs, tmp_path):
+    page = tmp_path / "r.html"
+    run_cli("report", runs("gloo")[0], "--html", page, check_rc=0)
+    html = page.read_text()
+    assert 'id="curves"' in html and "data:image/png;base64," in html
