@@ -23,6 +23,7 @@ COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "validate": "comm_bench.commands.validate:validate",
     "select": "comm_bench.commands.select:select",
     "plot": "comm_bench.commands.plot:plot",
+    "compare": "comm_bench.commands.compare:compare",
 }
 
 

@@ -50,6 +50,10 @@ CLASS_KEYS = {"efficiency", "floor_gbs"}
 MAD_SCALE = 1.4826
 
 
+class NothingToCheck(UsageError):
+    """The rules found nothing to hold the records against (exit 2 unless a baseline is)."""
+
+
 # ----------------------------------------------------------------------------- rules
 def parse_size(v):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -223,10 +227,10 @@ def check(doc, rules=None):
             return _report(doc, rules, findings, {"collectives": collective["checked"]})
         if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
             c = collective["checked"][0]
-            raise UsageError(f"nothing to check: collective records only, and no expected minimum for "
+            raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
                              f"their link ({c['class']}: no theoretical rate known, no floor_gbs in the "
                              f"rules); add one with --rules, or run a sweep with --pattern pairwise")
-        raise UsageError("no bandwidth records to validate (run a sweep with --pattern "
+        raise NothingToCheck("no bandwidth records to validate (run a sweep with --pattern "
                          "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
     min_size = parse_size(rules["min_size"])
     sizes = sorted({r["size"] for r in recs})
@@ -394,7 +398,7 @@ def _cover(bad, measured, min_share, max_ends):
 # Every kind of finding check() can report, in report order: the JUnit output lists
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
 FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected",
-                 "collective-below-expected", "wrong-data", "run-failed")
+                 "collective-below-expected", "wrong-data", "run-failed", "regression")
 
 
 def _finding(kind, message, **kw):
