@@ -26,7 +26,7 @@ from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
-from .table import header, row, tail_note, title
+from .table import footer, header, row, tail_note, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
 
@@ -250,6 +250,7 @@ class _RankRun:
                 if note:
                     self.progress.line(note)
                 self.progress.line(header(self.cfg.mode))
+            self._printed = []      # (busbw, wrong) of this op's rows, for the footer
             if self.cfg.pattern == "collective":
                 for size, asked in self._plan(op):
                     self._collective(op, size, asked)
@@ -257,6 +258,9 @@ class _RankRun:
                 for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
+            if self.rank == 0:
+                for line in footer(self._printed, self.cfg.mode):
+                    self.progress.line(line)
 
     def _run(self, op, size, peer=None, role=None):
         cfg = self.cfg
@@ -310,6 +314,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
+        self._printed.append({"busbw": record.get("busbw"), "wrong": record.get("wrong")})
         self.progress.advance(description)
 
 

@@ -63,15 +63,16 @@ def tail_note(iters, mode: str = "bw"):
             f"percentile (use -n {need} or more)")
 
 
-def csv_header() -> list:
-    return [t for t, _, _ in COLUMNS] + ["op", "transport", "mode", "pattern"]
-
-
-def csv_row(record: dict) -> list:
-    return [get(record) for _, _, get in COLUMNS] + [record["op"], record.get("transport"),
-                                                      record.get("mode"), record.get("pattern")]
-
-
 def title(op: str, transport: str, pattern: str, mode: str, n: int, hosts: int) -> str:
     return (f"# comm-bench: transport {transport}, op {op}, pattern {pattern}, mode {mode}, "
             f"{n} rank(s) on {hosts} host(s)")
+
+
+def footer(records, mode: str = "bw") -> list:
+    """nccl-tests' closing lines: records with wrong data, and the average busbw."""
+    wrong = sum(1 for r in records if isinstance(r.get("wrong"), int) and r["wrong"] > 0)
+    lines = [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}"]
+    bw = [r["busbw"] for r in records if isinstance(r.get("busbw"), (int, float))]
+    if mode != "lat" and bw:
+        lines.append(f"# Avg bus bandwidth    : {sum(bw) / len(bw):.6g}")
+    return lines

