@@ -575,9 +575,14 @@ def to_png_bytes(data, dpi=None):
     return buf.getvalue()
 
 
-def render_html(data, path):
-    from .report_html import heatmap_page
-    html = heatmap_page(data)
+def render_html(data, path, interactive=False):
+    if interactive:
+        from .interactive import heatmap_div, page, rank_table
+        html = page(f"comm-bench heatmap: {data.title()}", [f"<h1>comm-bench heatmap</h1>", heatmap_div(data),
+                                                            f"<p class=meta>{legend_text(data)}</p>", rank_table(data)])
+    else:
+        from .report_html import heatmap_page
+        html = heatmap_page(data)
     with open(path, "w", encoding="utf-8") as f:
         f.write(html)
     return path
@@ -587,12 +592,14 @@ def png_data_uri(data, dpi=None):
     return "data:image/png;base64," + base64.b64encode(to_png_bytes(data, dpi)).decode()
 
 
-def make(results, out, by="rank", op=None):
+def make(results, out, by="rank", op=None, interactive=False):
     """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
     t0 = time.monotonic()
     ext = os.path.splitext(out)[1].lower()
     if ext not in (".png", ".html", ".htm"):
         raise UsageError(f"-o {out}: give a .png or .html file name")
+    if interactive and ext == ".png":
+        raise UsageError(f"--interactive makes an HTML page: give -o FILE.html (not {out})")
     doc = load_results(results) if isinstance(results, str) else results
     if isinstance(results, dict):
         check_document(doc)
@@ -601,7 +608,7 @@ def make(results, out, by="rank", op=None):
         if ext == ".png":
             render_png(data, out)
         else:
-            render_html(data, out)
+            render_html(data, out, interactive)
     except OSError as exc:
         raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
     return {"out": out, "cells": data.n, "panels": len(data.panels),

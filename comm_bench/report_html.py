@@ -200,13 +200,17 @@ def _results_tables(doc):
     return "\n".join(out) or "<p class=meta>no records</p>"
 
 
-def _curves(doc):
-    """Bandwidth and latency vs size (comm_bench.plot), inline."""
+def _curves(doc, interactive=False):
+    """Bandwidth and latency vs size (comm_bench.plot), inline; interactive: Plotly, whose
+    JavaScript this section carries for the whole page (it comes before the heatmap)."""
     import base64
 
     from .errors import UsageError
     from .plot import build, png_bytes
     try:
+        if interactive:
+            from .interactive import FILTER_JS, curves_div
+            return FILTER_JS + curves_div(*build([("", doc)]), include_js=True)
         png = png_bytes(*build([("", doc)]))
     except UsageError as exc:
         return f"<p class=meta>no curves: {e(exc)}</p>"
@@ -226,22 +230,27 @@ def _findings(doc, rules=None):
     return "".join(f"<div class=finding><b>{e(f['kind'])}</b>: {e(f['message'])}</div>" for f in rep["findings"])
 
 
-def render(doc, out_path, rules=None, by="rank"):
+def render(doc, out_path, rules=None, by="rank", interactive=False):
     """Write the full report for a results document (dict) to out_path (one HTML file)."""
     from .errors import UsageError
     from .heatmap import build, check_document, pair_records
     check_document(doc)
     title = f"comm-bench report: {doc.get('transport')} {doc.get('pattern') or ''} ({doc.get('world_size')} ranks)"
     body = [f"<h1>{e(title)}</h1>", "<h2>Run</h2>", _summary(doc),
-            "<h2>Findings</h2>", _findings(doc, rules)]
+            "<h2>Findings</h2>", _findings(doc, rules),
+            "<h2>Curves</h2>", _curves(doc, interactive)]   # before the heatmap: it brings Plotly
     if pair_records(doc):
         try:
-            heat = _heat_section(build(doc, by=by))
+            data = build(doc, by=by)
+            if interactive:
+                from .interactive import heatmap_div, rank_table
+                heat = heatmap_div(data, include_js=False) + rank_table(data)
+            else:
+                heat = _heat_section(data)
         except UsageError as exc:      # e.g. matplotlib missing: the rest of the report still helps
             heat = f"<p class=meta>no heatmap: {e(exc)}</p>"
         body += ["<h2>Heatmap</h2>", heat]
-    body += ["<h2>Curves</h2>", _curves(doc), "<h2>Results</h2>", _results_tables(doc),
-             "<h2>Topology</h2>", _topology(doc)]
+    body += ["<h2>Results</h2>", _results_tables(doc), "<h2>Topology</h2>", _topology(doc)]
     try:
         with open(out_path, "w", encoding="utf-8") as f:
             f.write(page(title, "\n".join(body)))

@@ -23,11 +23,15 @@ from ..results import load
 @click.option("--pair", "pairs", default=None, help="Only these pairs, SRC->DST (comma separated).")
 @click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report (topology, curves, tables, heatmaps, findings).")
+@click.option("--interactive", is_flag=True,
+              help="The --html report with Plotly charts (embedded, works offline): hover, size selector.")
 @click.option("--prometheus", "prom_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the records as an OpenMetrics textfile (node_exporter's textfile collector).")
-def report(results_file, fmt, ops, sizes, pairs, html_out, prom_out):
+def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out):
     """Print the records of a results file (as written by `comm-bench sweep -o`)."""
     doc = load(results_file)
+    if interactive and not html_out:
+        raise UsageError("--interactive shapes the --html report: give --html FILE too")
     records = export.select(doc["results"], ops, sizes, pairs)
     if fmt == "json":
         json.dump(records, sys.stdout, indent=1)
@@ -59,5 +63,5 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, prom_out):
             from ..report_html import render
         except ImportError:
             raise UsageError("the HTML report is not available in this installation") from None
-        render(doc, html_out)
+        render(doc, html_out, interactive=interactive)
         print(f"# HTML report written to {html_out}", file=sys.stderr)
