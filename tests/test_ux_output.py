@@ -144,3 +144,12 @@ def test_report_html_has_the_curves(runs, tmp_path):
     run_cli("report", runs("gloo")[0], "--html", page, check_rc=0)
     html = page.read_text()
     assert 'id="curves"' in html and "data:image/png;base64," in html
+
+
+def test_short_options_that_mean_otherwise_in_nccl_tests_say_so():
+    """nccl-tests' -t is threads, -o the reduction op, -N run cycles: comm-bench's own
+    letters keep their meaning, and --help says they differ."""
+    text = " ".join(run_cli("sweep", "--help", check_rc=0).stdout.split())
+    text = re.sub(r"(\w)- (\w)", r"\1-\2", text)          # click wraps at hyphens
+    for flag, theirs in (("-t", "threads per process"), ("-o", "reduction op"), ("-N", "run cycles")):
+        assert f"Not nccl-tests' {flag} ({theirs})" in text, flag
