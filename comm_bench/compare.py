@@ -69,26 +69,32 @@ def _pct(v):
     return "-" if v is None else f"{v * 100:+.1f}%"
 
 
+def header_cells(names):
+    out = ["op", "mode", "size"]
+    for i, x in enumerate(names):
+        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%"] if i else [])
+    return out
+
+
+def row_cells(row, specs=(".3f", ".2f", ".2f")):
+    """One row as text cells, in header_cells' order (specs: busbw, p50, p99)."""
+    out = [str(row["op"]), row["mode"], human_size(row["size"])]
+    for i, f in enumerate(row["runs"]):
+        out += [_num((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
+        if i:
+            c = row["change"][i - 1] or {}
+            out += [_pct(c.get("busbw")), _pct(c.get("p99_us"))]
+    return out
+
+
 def format_text(result):
     runs = result["runs"]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
     lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks)"
                                        for x, r in zip(letters, runs))
              + ("; change = (X - A) / A" if len(runs) > 1 else "")]
-    head = f"#{'op':>14} {'mode':>4} {'size':>7}"
-    for i, x in enumerate(letters):
-        head += f" {x + ' busbw':>10} {x + ' p50(us)':>10} {x + ' p99(us)':>10}"
-        if i:
-            head += f" {x + ' busbw%':>9} {x + ' p99%':>9}"
-    lines.append(head)
-    for row in result["rows"]:
-        line = f" {str(row['op']):>14} {row['mode']:>4} {human_size(row['size']):>7}"
-        for i, f in enumerate(row["runs"]):
-            f = f or {}
-            line += f" {_num(f.get('busbw'), '.3f'):>10} {_num(f.get('p50_us'), '.2f'):>10} " \
-                    f"{_num(f.get('p99_us'), '.2f'):>10}"
-            if i:
-                c = row["change"][i - 1] or {}
-                line += f" {_pct(c.get('busbw')):>9} {_pct(c.get('p99_us')):>9}"
-        lines.append(line)
+    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9] if i else []))]
+    line = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    lines.append("#" + line(header_cells(letters)))
+    lines += [" " + line(row_cells(row)) for row in result["rows"]]
     return "\n".join(lines)

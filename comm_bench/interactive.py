@@ -151,28 +151,15 @@ def page(title, sections):
 
 def compare_table(result):
     """comm_bench.compare's rows as an HTML table with a search box."""
+    from .compare import header_cells, row_cells
     from .report_html import e
-    runs = result["runs"]
-    head = "<tr><th class=l>op</th><th class=l>mode</th><th>size</th>" + "".join(
-        f"<th>{e(r['name'])} busbw</th><th>{e(r['name'])} p50 (us)</th><th>{e(r['name'])} p99 (us)</th>"
-        + ("<th>busbw %</th><th>p99 %</th>" if i else "") for i, r in enumerate(runs)) + "</tr>"
-    fmt = lambda v, s: "-" if v is None else format(v, s)  # noqa: E731
-    body = []
+    head = "".join(f"<th>{e(c)}</th>" for c in header_cells([r["name"] for r in result["runs"]]))
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row_cells(row, (".4g",) * 3)) + "</tr>"
+                   for row in result["rows"])
     data = json.dumps(result).replace("</", "<\\/")     # JSON inside <script>: no closing tag
-    for row in result["rows"]:
-        cells = f"<td class=l>{e(row['op'])}</td><td class=l>{e(row['mode'])}</td><td>{human_size(row['size'])}</td>"
-        for i, f in enumerate(row["runs"]):
-            f = f or {}
-            cells += f"<td>{fmt(f.get('busbw'), '.4g')}</td><td>{fmt(f.get('p50_us'), '.4g')}</td>" \
-                     f"<td>{fmt(f.get('p99_us'), '.4g')}</td>"
-            if i:
-                c = row["change"][i - 1] or {}
-                cells += "".join(f"<td>{'-' if c.get(k) is None else f'{c[k] * 100:+.1f}%'}</td>"
-                                 for k in ("busbw", "p99_us"))
-        body.append(f"<tr>{cells}</tr>")
     return ("<input id=\"cmp-search\" placeholder=\"search op / size\" size=30 "
             "oninput=\"cbFilter('cmp', this.value)\">"
-            f"<table id=\"cmp\">{head}{''.join(body)}</table>"
+            f"<table id=\"cmp\"><tr>{head}</tr>{body}</table>"
             f"<script type=\"application/json\" id=\"cmp-data\">{data}</script>")
 
 
