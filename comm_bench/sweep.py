@@ -26,7 +26,7 @@ from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
-from .table import footer, header, row, tail_note, title
+from .table import footer, header, matrix, row, tail_note, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
 
@@ -259,7 +259,7 @@ class _RankRun:
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
             if self.rank == 0:
-                for line in footer(self._printed, self.cfg.mode):
+                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
                     self.progress.line(line)
 
     def _run(self, op, size, peer=None, role=None):
@@ -314,7 +314,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
-        self._printed.append({"busbw": record.get("busbw"), "wrong": record.get("wrong")})
+        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size")})
         self.progress.advance(description)
 
 

@@ -1,6 +1,8 @@
 """The nccl-tests-style table (sweep output and `comm-bench report`)."""
 from __future__ import annotations
 
+import statistics
+
 
 def _fmt(value, spec: str) -> str:
     """A number formatted, or N/A for a field the record leaves out (the schema allows that)."""
@@ -75,4 +77,28 @@ def footer(records, mode: str = "bw") -> list:
     bw = [r["busbw"] for r in records if isinstance(r.get("busbw"), (int, float))]
     if mode != "lat" and bw:
         lines.append(f"# Avg bus bandwidth    : {sum(bw) / len(bw):.6g}")
+    return lines
+
+
+MATRIX_MAX_RANKS = 32   # wider than a terminal beyond this: `comm-bench heatmap` shows it
+
+
+def matrix(records, n: int) -> list:
+    """nvbandwidth's picture of a pairwise run: busbw (GB/s) src (rows) -> dst (columns) at
+    the largest size, N/A where no pair was measured (median over repeats)."""
+    pairs = [r for r in records if isinstance(r.get("src"), int) and isinstance(r.get("dst"), int)
+             and isinstance(r.get("busbw"), (int, float)) and isinstance(r.get("size"), int)]
+    if len({(r["src"], r["dst"]) for r in pairs}) < 2 or not 2 <= n <= MATRIX_MAX_RANKS:
+        return []
+    size = max(r["size"] for r in pairs)
+    cells = {}
+    for r in pairs:
+        if r["size"] == size:
+            cells.setdefault((r["src"], r["dst"]), []).append(r["busbw"])
+    med = {k: statistics.median(v) for k, v in cells.items()}
+    lines = [f"# busbw (GB/s) at {size} B, src rank (rows) -> dst rank (columns)",
+             "#" + " " * 5 + "".join(f"{d:>9}" for d in range(n))]
+    for s in range(n):
+        lines.append(f" {s:>5}" + "".join(f"{med[(s, d)]:>9.3f}" if (s, d) in med else f"{'N/A':>9}"
+                                         for d in range(n)))
     return lines

@@ -70,3 +70,18 @@ def test_prometheus_textfile_parses_as_openmetrics(run, tmp_path):
     stats = {s.labels["stat"] for s in fams["comm_bench_latency_seconds"].samples}
     assert {"median", "p99", "p999"} <= stats
     assert fams["comm_bench_run_ok"].samples[0].value == 1
+
+
+def test_pairwise_runs_end_with_the_matrix(run):
+    """nvbandwidth's picture: busbw src (rows) -> dst (columns) at the largest size."""
+    path, stdout = run
+    recs = {(r["src"], r["dst"]): r["busbw"] for r in load_results(path)["results"] if r["size"] == 131072}
+    for text in (stdout, run_cli("report", path, check_rc=0).stdout):
+        lines = text.splitlines()
+        at = lines.index("# busbw (GB/s) at 131072 B, src rank (rows) -> dst rank (columns)")
+        assert lines[at + 1].split() == ["#", "0", "1", "2"]
+        for s in range(3):
+            cells = lines[at + 2 + s].split()
+            assert cells[0] == str(s) and cells[1 + s] == "N/A"
+            assert [c for d, c in enumerate(cells[1:]) if d != s] == \
+                [f"{recs[(s, d)]:.3f}" for d in range(3) if d != s]
