@@ -69,3 +69,12 @@ def test_browser_draws_the_charts(pages, name, tmp_path):
         assert _near(img, CURVE_0) > 150                  # the first run's curve
     if name == "compare":
         assert _near(img, CURVE_1) > 150                  # and the second's, overlaid
+
+
+def test_interactive_bad_input_is_one_line(pages, tmp_path):
+    src = pages["heatmap"].parent / "tcp3.json"
+    for args, fragment in ((["heatmap", src, "-o", tmp_path / "h.png", "--interactive"], "HTML page"),
+                           (["report", src, "--interactive"], "--html FILE"),
+                           (["compare", src, "--html", tmp_path / "no" / "c.html"], "cannot write")):
+        p = run_cli(*args, check_rc=2)
+        assert fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
