@@ -22,6 +22,8 @@ COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "heatmap": "comm_bench.commands.heatmap:heatmap",
     "validate": "comm_bench.commands.validate:validate",
     "select": "comm_bench.commands.select:select",
+    "plot": "comm_bench.commands.plot:plot",
+    "compare": "comm_bench.commands.compare:compare",
 }
 
 

@@ -163,6 +163,10 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
     if by not in BY_CHOICES:
         raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")
     recs = pair_records(doc)
+    if not recs and any(type(r) is dict and measured_gbs(r) is not None for r in doc.get("results") or []):
+        raise UsageError("a heatmap needs pair records (src -> dst) and this run has collective records "
+                         "only: run the sweep with --pattern pairwise, or draw busbw per size with "
+                         "`comm-bench plot`")
     op = pick_op(recs, op)
     recs = [r for r in recs if r.get("op") == op]
     lm = LinkMap(doc)
@@ -237,15 +241,18 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
         with np.errstate(invalid="ignore", divide="ignore"):
             util = meas / theo
         relative = np.zeros((n, n), dtype=bool)
+        alone = np.zeros((n, n), dtype=bool)    # no rate and no peer: nothing to compare with
         norel = np.isnan(theo) & ~np.isnan(meas)
         if norel.any():
             for cls in {c for c in cls_m[norel]}:
                 mask = norel & (cls_m == cls)
                 best = np.nanmax(meas[mask]) if mask.any() else np.nan
-                if best and best > 0:
+                if mask.sum() < 2:
+                    alone |= mask
+                elif best and best > 0:
                     util[mask] = meas[mask] / best
                     relative |= mask
-        p["util"], p["relative"] = util, relative
+        p["util"], p["relative"], p["alone"] = util, relative, alone
     counters = counter_series(doc, lm)
     data = HeatmapData(doc, by, keys, labels, nodes, panels,
                        {k: sorted(x for x in v if x) for k, v in classes_seen.items()}, counters)
@@ -448,6 +455,10 @@ def _draw_panel(ax, data, p, cmap):
                 if np.isnan(m):
                     ax.text(j, i, "N/A", ha="center", va="center", fontsize=6 if big else 4, color="#555555")
                     continue
+                if p["alone"][i, j]:
+                    ax.text(j, i, f"{m:.3g} GB/s\nno comparison" if big else f"{m:.3g}", ha="center",
+                            va="center", fontsize=7 if big else 5, color="#333333")
+                    continue
                 mark = "*" if p["relative"][i, j] else ""
                 txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
                 colour = "black" if 0.25 < min(u, 1.0) < 0.85 else ("white" if u <= 0.25 else "black")
@@ -509,8 +520,10 @@ def render_png(data, path, dpi=None):
     if im is not None:
         cb = fig.colorbar(im, ax=axes, shrink=0.7, pad=0.02)
         rel = any(p["relative"].any() for p in data.panels)
+        alone = any(p["alone"].any() for p in data.panels)
         cb.set_label("utilisation = measured / theoretical rate of the pair's link"
-                     + ("\n(* = no rate known: relative to the best pair of its class)" if rel else ""),
+                     + ("\n(* = no rate known: relative to the best pair of its class)" if rel else "")
+                     + ("\n(grey with GB/s: no rate known and no other pair: no comparison)" if alone else ""),
                      fontsize=8)
         cb.ax.tick_params(labelsize=7)
     if data.counters:
@@ -548,6 +561,8 @@ def legend_text(data):
         if rates:
             r = ", ".join(f"{x:g}" for x in rates[:4]) + (" ..." if len(rates) > 4 else "")
             parts.append(f"{cls}: {r} GB/s")
+        elif all(p["alone"][p["classes"] == cls].all() for p in data.panels if (p["classes"] == cls).any()):
+            parts.append(f"{cls}: no theoretical rate and one pair only: no comparison exists (GB/s shown)")
         else:
             parts.append(f"{cls}: no theoretical rate (* = relative to the best pair of the class)")
     return "link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else \
@@ -560,9 +575,14 @@ def to_png_bytes(data, dpi=None):
     return buf.getvalue()
 
 
-def render_html(data, path):
-    from .report_html import heatmap_page
-    html = heatmap_page(data)
+def render_html(data, path, interactive=False):
+    if interactive:
+        from .interactive import heatmap_div, page, rank_table
+        html = page(f"comm-bench heatmap: {data.title()}", [f"<h1>comm-bench heatmap</h1>", heatmap_div(data),
+                                                            f"<p class=meta>{legend_text(data)}</p>", rank_table(data)])
+    else:
+        from .report_html import heatmap_page
+        html = heatmap_page(data)
     with open(path, "w", encoding="utf-8") as f:
         f.write(html)
     return path
@@ -572,12 +592,14 @@ def png_data_uri(data, dpi=None):
     return "data:image/png;base64," + base64.b64encode(to_png_bytes(data, dpi)).decode()
 
 
-def make(results, out, by="rank", op=None):
+def make(results, out, by="rank", op=None, interactive=False):
     """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
     t0 = time.monotonic()
     ext = os.path.splitext(out)[1].lower()
     if ext not in (".png", ".html", ".htm"):
         raise UsageError(f"-o {out}: give a .png or .html file name")
+    if interactive and ext == ".png":
+        raise UsageError(f"--interactive makes an HTML page: give -o FILE.html (not {out})")
     doc = load_results(results) if isinstance(results, str) else results
     if isinstance(results, dict):
         check_document(doc)
@@ -586,7 +608,7 @@ def make(results, out, by="rank", op=None):
         if ext == ".png":
             render_png(data, out)
         else:
-            render_html(data, out)
+            render_html(data, out, interactive)
     except OSError as exc:
         raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
     return {"out": out, "cells": data.n, "panels": len(data.panels),

@@ -8,7 +8,9 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import socket
+import subprocess
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -100,6 +102,27 @@ _NODE_ITEM = re.compile(r"(?:[^,\[\]]+|\[[^\[\]]+\])+")
 
 
 def slurm_hosts(nodelist: str) -> list:
+    """Hosts of a Slurm node list: Slurm's own `scontrol show hostnames` where it runs,
+    else parse_nodelist()."""
+    return scontrol_hostnames(nodelist) or parse_nodelist(nodelist)
+
+
+def scontrol_hostnames(nodelist: str):
+    """`scontrol show hostnames LIST`, or None where scontrol is missing, has no Slurm
+    configuration, or cannot read the list (it exits 0 then, saying so on stderr)."""
+    exe = shutil.which("scontrol")
+    if exe is None:
+        return None
+    try:
+        p = subprocess.run([exe, "show", "hostnames", nodelist], capture_output=True, text=True,
+                           timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    hosts = p.stdout.split()
+    return hosts if p.returncode == 0 and hosts and not p.stderr.strip() else None
+
+
+def parse_nodelist(nodelist: str) -> list:
     """Hosts of a Slurm node list: 'gpu[003-004],n[1-2]-ib' -> gpu003 gpu004 n1-ib n2-ib
     (ranges keep their zero padding; several brackets in one name multiply)."""
     items = []

@@ -5,12 +5,28 @@ import os
 import sys
 
 
+STDOUT_TTY_ENV = "COMM_BENCH_STDOUT_TTY"   # the spawner's own stdout, "1" a terminal
+_MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+def stdout_is_terminal() -> bool:
+    """Is what the user reads a terminal? Open MPI gives each rank a pseudo-terminal even
+    when mpirun's own output goes to a file or a pipe, so under MPI the rank's isatty()
+    says nothing: only the spawner's word (or none, no bar) counts."""
+    said = os.environ.get(STDOUT_TTY_ENV)
+    if said is not None:
+        return said == "1" and sys.stdout.isatty()
+    if any(k in os.environ for k in _MPI_RANK_ENV):
+        return False
+    return sys.stdout.isatty()
+
+
 class Progress:
     def __init__(self, total: int, enabled: bool = True):
         self._bar = None
         self._console = None
         self._gone = False   # stdout's reader went away
-        if enabled and sys.stdout.isatty():
+        if enabled and stdout_is_terminal():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
 

@@ -57,9 +57,11 @@ def _heat_section(data):
             vals = m[mask]
             uv = u[mask]
             rel = bool(p["relative"][mask].any())
+            util = (f"{np.nanmedian(uv) * 100:.0f}%{'*' if rel else ''}" if np.isfinite(uv).any()
+                    else "no comparison (no rate known, no other pair)")
             rows.append(f"<tr><td>{human_size(p['size'])}</td><td class=l>{e(cls)}</td><td>{mask.sum()}</td>"
                         f"<td>{np.min(vals):.3g}</td><td>{np.median(vals):.3g}</td><td>{np.max(vals):.3g}</td>"
-                        f"<td>{np.nanmedian(uv) * 100:.0f}%{'*' if rel else ''}</td></tr>")
+                        f"<td>{util}</td></tr>")
             if len(rows) > 200:
                 break
     if rows:
@@ -198,6 +200,24 @@ def _results_tables(doc):
     return "\n".join(out) or "<p class=meta>no records</p>"
 
 
+def _curves(doc, interactive=False):
+    """Bandwidth and latency vs size (comm_bench.plot), inline; interactive: Plotly, whose
+    JavaScript this section carries for the whole page (it comes before the heatmap)."""
+    import base64
+
+    from .errors import UsageError
+    from .plot import build, png_bytes
+    try:
+        if interactive:
+            from .interactive import FILTER_JS, curves_div
+            return FILTER_JS + curves_div(*build([("", doc)]), include_js=True)
+        png = png_bytes(*build([("", doc)]))
+    except UsageError as exc:
+        return f"<p class=meta>no curves: {e(exc)}</p>"
+    return (f"<img class=\"heat\" id=\"curves\" alt=\"bandwidth and latency vs message size\" "
+            f"src=\"data:image/png;base64,{base64.b64encode(png).decode()}\">")
+
+
 def _findings(doc, rules=None):
     from .errors import UsageError
     from .validate import check
@@ -210,17 +230,23 @@ def _findings(doc, rules=None):
     return "".join(f"<div class=finding><b>{e(f['kind'])}</b>: {e(f['message'])}</div>" for f in rep["findings"])
 
 
-def render(doc, out_path, rules=None, by="rank"):
+def render(doc, out_path, rules=None, by="rank", interactive=False):
     """Write the full report for a results document (dict) to out_path (one HTML file)."""
     from .errors import UsageError
     from .heatmap import build, check_document, pair_records
     check_document(doc)
     title = f"comm-bench report: {doc.get('transport')} {doc.get('pattern') or ''} ({doc.get('world_size')} ranks)"
     body = [f"<h1>{e(title)}</h1>", "<h2>Run</h2>", _summary(doc),
-            "<h2>Findings</h2>", _findings(doc, rules)]
+            "<h2>Findings</h2>", _findings(doc, rules),
+            "<h2>Curves</h2>", _curves(doc, interactive)]   # before the heatmap: it brings Plotly
     if pair_records(doc):
         try:
-            heat = _heat_section(build(doc, by=by))
+            data = build(doc, by=by)
+            if interactive:
+                from .interactive import heatmap_div, rank_table
+                heat = heatmap_div(data, include_js=False) + rank_table(data)
+            else:
+                heat = _heat_section(data)
         except UsageError as exc:      # e.g. matplotlib missing: the rest of the report still helps
             heat = f"<p class=meta>no heatmap: {e(exc)}</p>"
         body += ["<h2>Heatmap</h2>", heat]

@@ -18,6 +18,7 @@ import time
 
 from .errors import INTERNAL_ERROR, UsageError
 from .netutil import free_port
+from .progress import STDOUT_TTY_ENV
 from .results import RUN_ID_ENV, finalize, load
 
 GRACE_S = 3.0  # how long the survivors get to report the failure themselves
@@ -29,7 +30,8 @@ def spawn_local(nprocs: int, argv: list, *, use_mpirun: bool, timeout: float,
         raise UsageError(f"--nprocs must be at least 1 (got {nprocs})")
     cmd = [sys.executable, "-m", "comm_bench", *argv]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               COMM_BENCH_LAUNCHER="spawn", PYTHONUNBUFFERED="1")
+               COMM_BENCH_LAUNCHER="spawn", PYTHONUNBUFFERED="1",
+               **{STDOUT_TTY_ENV: "1" if sys.stdout.isatty() else "0"})
     # the ranks' own error lines come through a pipe: the parent prints the one that says
     # what went wrong, not every rank's consequence of it
     spawn = dict(env=env, start_new_session=True, stderr=subprocess.PIPE, preexec_fn=_die_with_parent())

@@ -26,7 +26,7 @@ from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from .secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
-from .table import header, row, title
+from .table import footer, header, matrix, row, tail_note, title
 from .transports.base import RankContext, TransportUnavailable
 from .watchdog import Watchdog
 
@@ -246,7 +246,11 @@ class _RankRun:
                     if asked != [size]:
                         self.progress.line(f"# {' and '.join(f'{a} B' for a in asked)} measured as {size} B "
                                            f"(whole elements on every rank)")
-                self.progress.line(header())
+                note = tail_note(self.cfg.iters, self.cfg.mode)
+                if note:
+                    self.progress.line(note)
+                self.progress.line(header(self.cfg.mode))
+            self._printed = []      # (busbw, wrong) of this op's rows, for the footer
             if self.cfg.pattern == "collective":
                 for size, asked in self._plan(op):
                     self._collective(op, size, asked)
@@ -254,6 +258,9 @@ class _RankRun:
                 for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
+            if self.rank == 0:
+                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
+                    self.progress.line(line)
 
     def _run(self, op, size, peer=None, role=None):
         cfg = self.cfg
@@ -309,6 +316,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
+        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size")})
         self.progress.advance(description)
 
 

@@ -1,6 +1,8 @@
 """The nccl-tests-style table (sweep output and `comm-bench report`)."""
 from __future__ import annotations
 
+import statistics
+
 
 def _fmt(value, spec: str) -> str:
     """A number formatted, or N/A for a field the record leaves out (the schema allows that)."""
@@ -23,23 +25,80 @@ COLUMNS = [  # (title, width, how to get it from a record)
 ]
 
 
-def header() -> str:
-    return "#" + " ".join(f"{t:>{w}}" for t, w, _ in COLUMNS)
+def _lat(key):
+    return lambda r: _fmt((r.get("latency_us") or {}).get(key), ".2f")
+
+
+# --mode lat: the one-way latency statistics perftest users read, t_typical = median
+LAT_COLUMNS = COLUMNS[:3] + [
+    ("iters", 7, lambda r: r.get("iters", "N/A")),
+    ("min(us)", 10, _lat("min")),
+    ("median(us)", 11, _lat("median")),
+    ("avg(us)", 10, _lat("avg")),
+    ("p99(us)", 10, _lat("p99")),
+    ("p99.9(us)", 10, _lat("p999")),
+    ("max(us)", 10, _lat("max")),
+    ("stdev(us)", 10, _lat("stdev")),
+] + COLUMNS[-2:]
+
+
+def _columns(mode):
+    return LAT_COLUMNS if mode == "lat" else COLUMNS
+
+
+def header(mode: str = "bw") -> str:
+    return "#" + " ".join(f"{t:>{w}}" for t, w, _ in _columns(mode))
 
 
 def row(record: dict) -> str:
-    return " " + " ".join(f"{str(get(record)):>{w}}" for _, w, get in COLUMNS)
+    return " " + " ".join(f"{str(get(record)):>{w}}" for _, w, get in _columns(record.get("mode")))
 
 
-def csv_header() -> list:
-    return [t for t, _, _ in COLUMNS] + ["op", "transport", "mode", "pattern"]
-
-
-def csv_row(record: dict) -> list:
-    return [get(record) for _, _, get in COLUMNS] + [record["op"], record.get("transport"),
-                                                      record.get("mode"), record.get("pattern")]
+def tail_note(iters, mode: str = "bw"):
+    """Percentiles are interpolated between the closest samples: with fewer than 100
+    samples p99 lies between the two largest, i.e. it is (nearly) the maximum."""
+    if not isinstance(iters, int) or iters >= (1000 if mode == "lat" else 100):
+        return None
+    what = ("p99 and p99.9 are" if mode == "lat" else "p99 is") if iters < 100 else "p99.9 is"
+    need = 100 if iters < 100 else 1000
+    return (f"# {what} from {iters} samples per size: effectively the maximum sample, not a tail "
+            f"percentile (use -n {need} or more)")
 
 
 def title(op: str, transport: str, pattern: str, mode: str, n: int, hosts: int) -> str:
     return (f"# comm-bench: transport {transport}, op {op}, pattern {pattern}, mode {mode}, "
             f"{n} rank(s) on {hosts} host(s)")
+
+
+def footer(records, mode: str = "bw") -> list:
+    """nccl-tests' closing lines: records with wrong data, and the average busbw."""
+    wrong = sum(1 for r in records if isinstance(r.get("wrong"), int) and r["wrong"] > 0)
+    lines = [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}"]
+    bw = [r["busbw"] for r in records if isinstance(r.get("busbw"), (int, float))]
+    if mode != "lat" and bw:
+        lines.append(f"# Avg bus bandwidth    : {sum(bw) / len(bw):.6g}")
+    return lines
+
+
+MATRIX_MAX_RANKS = 32   # wider than a terminal beyond this: `comm-bench heatmap` shows it
+
+
+def matrix(records, n: int) -> list:
+    """nvbandwidth's picture of a pairwise run: busbw (GB/s) src (rows) -> dst (columns) at
+    the largest size, N/A where no pair was measured (median over repeats)."""
+    pairs = [r for r in records if isinstance(r.get("src"), int) and isinstance(r.get("dst"), int)
+             and isinstance(r.get("busbw"), (int, float)) and isinstance(r.get("size"), int)]
+    if len({(r["src"], r["dst"]) for r in pairs}) < 2 or not 2 <= n <= MATRIX_MAX_RANKS:
+        return []
+    size = max(r["size"] for r in pairs)
+    cells = {}
+    for r in pairs:
+        if r["size"] == size:
+            cells.setdefault((r["src"], r["dst"]), []).append(r["busbw"])
+    med = {k: statistics.median(v) for k, v in cells.items()}
+    lines = [f"# busbw (GB/s) at {size} B, src rank (rows) -> dst rank (columns)",
+             "#" + " " * 5 + "".join(f"{d:>9}" for d in range(n))]
+    for s in range(n):
+        lines.append(f" {s:>5}" + "".join(f"{med[(s, d)]:>9.3f}" if (s, d) in med else f"{'N/A':>9}"
+                                         for d in range(n)))
+    return lines

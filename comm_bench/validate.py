@@ -50,6 +50,10 @@ CLASS_KEYS = {"efficiency", "floor_gbs"}
 MAD_SCALE = 1.4826
 
 
+class NothingToCheck(UsageError):
+    """The rules found nothing to hold the records against (exit 2 unless a baseline is)."""
+
+
 # ----------------------------------------------------------------------------- rules
 def parse_size(v):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -219,9 +223,14 @@ def check(doc, rules=None):
     collective = _collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     if not recs:
-        if findings or collective["checked"]:
+        if findings or any(c["expected_gbs"] is not None for c in collective["checked"]):
             return _report(doc, rules, findings, {"collectives": collective["checked"]})
-        raise UsageError("no bandwidth records to validate (run a sweep with --pattern "
+        if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
+            c = collective["checked"][0]
+            raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
+                             f"their link ({c['class']}: no theoretical rate known, no floor_gbs in the "
+                             f"rules); add one with --rules, or run a sweep with --pattern pairwise")
+        raise NothingToCheck("no bandwidth records to validate (run a sweep with --pattern "
                          "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
     min_size = parse_size(rules["min_size"])
     sizes = sorted({r["size"] for r in recs})
@@ -389,7 +398,7 @@ def _cover(bad, measured, min_share, max_ends):
 # Every kind of finding check() can report, in report order: the JUnit output lists
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
 FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected",
-                 "collective-below-expected", "wrong-data", "run-failed")
+                 "collective-below-expected", "wrong-data", "run-failed", "regression")
 
 
 def _finding(kind, message, **kw):
@@ -505,12 +514,14 @@ def format_text(report):
                      f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
     for g in c.get("collectives") or []:
         theo = f"{g['theoretical_gbs']:.3g}" if g["theoretical_gbs"] else "unknown"
-        exp = f"{g['expected_gbs']:.3g}" if g["expected_gbs"] is not None else "none"
+        exp = (f"expected min {g['expected_gbs']:.3g}" if g["expected_gbs"] is not None
+               else "not checked: no expected minimum")
         lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
-                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, expected min {exp})")
-    head = (f"validate: {report['status'].upper()}  ({c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
-            f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}, "
-            f"{len(c.get('collectives') or [])} collective op(s))")
+                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, {exp})")
+    checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
+                f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
+        + [f"{len(c.get('collectives') or [])} collective op(s)"]
+    head = f"validate: {report['status'].upper()}  ({', '.join(checked)})"
     out = [head] + lines
     for f in report["findings"]:
         out.append(f"FINDING [{f['kind']}] {f['message']}")

@@ -1,8 +1,10 @@
 """Launcher environments: torchrun, Open MPI / PMI, Slurm, none."""
+import shutil
+
 import pytest
 
 from comm_bench.errors import UsageError
-from comm_bench.launch import detect, first_slurm_host, own_address, slurm_hosts
+from comm_bench.launch import detect, first_slurm_host, own_address, scontrol_hostnames, slurm_hosts
 
 
 def test_torchrun():
@@ -57,11 +59,25 @@ def test_slurm_hosts(nodes, hosts):
 
 
 @pytest.mark.parametrize("nodes", ["[", "a[1-", "a]", "a,,b", "a[3-1]", "a[x]", "", "a[]"])
-def test_bad_nodelist(nodes):
+def test_bad_nodelist(nodes, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))    # no scontrol: comm-bench's own parser
     with pytest.raises(UsageError, match="Slurm node list"):
         slurm_hosts(nodes)
     with pytest.raises(UsageError, match="Slurm node list"):
         first_slurm_host(nodes)
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is None, reason="no scontrol (apt-get install slurm-client)")
+def test_slurm_hosts_from_scontrol(monkeypatch, tmp_path):
+    """Where Slurm is installed its own expansion is used: 'a,,b' is Slurm's a and b (the
+    parser alone refuses it); a list Slurm 22.05 cannot read (n[1-2]-ib) is parsed here."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=t\nSlurmctldHost=localhost\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert scontrol_hostnames("gpu[003-004,010],cpu1") == ["gpu003", "gpu004", "gpu010", "cpu1"]
+    assert slurm_hosts("a,,b") == ["a", "b"]
+    assert slurm_hosts("n[1-2]-ib") == ["n1-ib", "n2-ib"]
+    assert first_slurm_host("r[1-2]n[08-09]") == "r1n08"
 
 
 @pytest.mark.parametrize("per_node,node_id,want", [

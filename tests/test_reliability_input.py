@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from comm_bench.errors import UsageError
+from comm_bench.topology.pairs import LinkMap
 from comm_bench.validate import check, load_rules
 
 from cbtest import assert_no_traceback, run_cli
@@ -84,10 +86,12 @@ def test_floor_on_a_collective_without_a_theoretical_rate(tmp_path):
     doc = collective_doc(20.0)
     for h in doc["hosts"]:
         h["topology"] = None             # no topology: no theoretical rate for the ring's link
-    (c,) = check(doc)["checked"]["collectives"]
-    assert c["theoretical_gbs"] is None
+    with pytest.raises(UsageError, match="nothing to check"):   # no rate, no floor: not a pass
+        check(doc)
+    cls, theo = LinkMap(doc).classify(0, 1)
+    assert theo is None
     rules = tmp_path / "rules.yaml"
-    rules.write_text(f"classes:\n  {c['class']}: {{floor_gbs: 100}}\n")
+    rules.write_text(f"classes:\n  {cls}: {{floor_gbs: 100}}\n")
     rep = check(doc, load_rules(str(rules)))
     (f,) = rep["findings"]
     assert f["kind"] == "collective-below-expected" and "theoretical unknown" in f["message"]

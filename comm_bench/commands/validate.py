@@ -1,5 +1,6 @@
 """`comm-bench validate`: flag bad links, ranks, devices and hosts in a results file."""
 import json
+import os
 import sys
 
 import click
@@ -11,15 +12,36 @@ import click
               help="Rules file (YAML or JSON) merged over the defaults (docs/validate-rules.md).")
 @click.option("--junit", default=None, type=click.Path(dir_okay=False), help="Also write a JUnit XML report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate(results, rules, junit, as_json):
-    """Check every link class against its expected minimum and its peers.
+@click.option("--baseline", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_BASELINE",
+              help="Results of an earlier run: a figure worse than there by more than --tolerance is a finding.")
+@click.option("--tolerance", default=0.10, type=click.FloatRange(0, 10), show_default=True,
+              help="Allowed relative regression against --baseline (0.10 = 10%).")
+def validate(results, rules, junit, as_json, baseline, tolerance):
+    """Check every link class against its expected minimum and its peers (and, with
+    --baseline, every busbw and latency against an earlier run).
 
-    Exit status: 0 pass, 1 findings, 2 bad input.
+    Exit status: 0 pass, 1 findings, 2 bad input or nothing to check.
     """
-    from ..validate import format_text, run, write_junit
-    report = run(results, rules)
+    from ..validate import NothingToCheck, _report, check, format_text, load_results, load_rules, write_junit
+    rules = load_rules(rules)
+    doc = load_results(results)
+    base = load_results(baseline) if baseline else None
+    try:
+        report = check(doc, rules)
+    except NothingToCheck:
+        if base is None:
+            raise
+        report = _report(doc, rules, [], {})     # the baseline alone is still a check
+    lines = []
+    if base is not None:
+        from ..baseline import apply
+        lines.append(apply(report, doc, base, os.path.basename(baseline), tolerance, rules["min_size"]))
+        if not report["checked"]["baseline"]["compared"]:
+            from ..errors import UsageError
+            raise UsageError(f"--baseline {baseline}: no op, mode and size in common with {results} "
+                             f"(bandwidth sizes from {rules['min_size']} up)")
     if junit:
         write_junit(report, junit)
-    click.echo(json.dumps(report, indent=1) if as_json else format_text(report))
+    click.echo(json.dumps(report, indent=1) if as_json else "\n".join(lines + [format_text(report)]))
     if report["findings"]:
         sys.exit(1)     # findings: exit 1 (SystemExit passes through click and cli.main)

@@ -1,0 +1,100 @@
+"""Runs side by side: per op, mode and size, each run's figures and the change from the
+first run (`comm-bench compare A.json B.json ...`; `validate --baseline` uses summarise()).
+
+A run's figure at one size is the median over its records there (pairs of a pairwise
+run), so runs of different patterns or transports line up by op, mode and size.
+"""
+from __future__ import annotations
+
+import statistics
+
+from .heatmap import human_size, measured_gbs
+
+FIGURES = ("busbw", "p50_us", "p99_us")
+HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}
+
+
+def _lat(rec, key):
+    lat = rec.get("latency_us")
+    v = lat.get(key) if isinstance(lat, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def summarise(doc):
+    """{(op, mode, size): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records"}}"""
+    groups = {}
+    for rec in doc.get("results") or []:
+        if isinstance(rec, dict) and isinstance(rec.get("size"), int):
+            groups.setdefault((rec.get("op"), rec.get("mode", "bw"), rec["size"]), []).append(rec)
+    out = {}
+    for key, recs in groups.items():
+        def med(values):
+            values = [v for v in values if v is not None]
+            return statistics.median(values) if values else None
+        out[key] = {"busbw": med(measured_gbs(r) for r in recs) if key[1] == "bw" else None,
+                    "p50_us": med(_lat(r, "median") for r in recs),
+                    "p99_us": med(_lat(r, "p99") for r in recs), "records": len(recs)}
+    return out
+
+
+def change(new, old):
+    """Relative change (new - old) / old, or None."""
+    if new is None or old is None or old == 0:
+        return None
+    return (new - old) / old
+
+
+def compare(named_docs):
+    """[(name, doc)] -> {"runs": [{name, transport, world_size}], "rows": [{op, mode, size,
+    runs: [figures or None], change: [{figure: relative change vs the first run}]}]}"""
+    sums = [summarise(doc) for _, doc in named_docs]
+    keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2]))
+    rows = []
+    for key in keys:
+        figs = [s.get(key) for s in sums]
+        base = figs[0]
+        rows.append({"op": key[0], "mode": key[1], "size": key[2], "runs": figs,
+                     "change": [None if f is None or base is None else
+                                {k: change(f[k], base[k]) for k in FIGURES} for f in figs[1:]]})
+    runs = [{"name": name, "transport": doc.get("transport"), "world_size": doc.get("world_size")}
+            for name, doc in named_docs]
+    return {"runs": runs, "rows": rows}
+
+
+def _num(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def _pct(v):
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def header_cells(names):
+    out = ["op", "mode", "size"]
+    for i, x in enumerate(names):
+        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%"] if i else [])
+    return out
+
+
+def row_cells(row, specs=(".3f", ".2f", ".2f")):
+    """One row as text cells, in header_cells' order (specs: busbw, p50, p99)."""
+    out = [str(row["op"]), row["mode"], human_size(row["size"])]
+    for i, f in enumerate(row["runs"]):
+        out += [_num((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
+        if i:
+            c = row["change"][i - 1] or {}
+            out += [_pct(c.get("busbw")), _pct(c.get("p99_us"))]
+    return out
+
+
+def format_text(result):
+    runs = result["runs"]
+    letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
+    lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks)"
+                                       for x, r in zip(letters, runs))
+             + ("; change = (X - A) / A" if len(runs) > 1 else "")]
+    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9] if i else []))]
+    line = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    lines.append("#" + line(header_cells(letters)))
+    lines += [" " + line(row_cells(row)) for row in result["rows"]]
+    return "\n".join(lines)
