@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from .heatmap import human_size, measured_gbs
+from .records import human_size, measured_gbs
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}

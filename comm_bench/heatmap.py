@@ -7,8 +7,8 @@ class in that panel, and the legend says so. One panel per size class; N/A where
 nothing was measured. Axes: ranks, GPUs, NICs or hosts (--by), labelled host:device.
 
     data = build(doc, by="rank")          # matrices (numpy), labels, classes
-    render_png(data, "heat.png")          # matplotlib (Agg)
-    render_html(data, "heat.html")        # one self-contained file (inline PNGs)
+    heatmap_png.render_png(data, "heat.png")        # matplotlib (Agg)
+    heatmap_output.make("run.json", "heat.html")    # load + build + PNG or HTML file
 
 Counters in the records become a utilisation-over-time panel (counter_series):
   - the deltas transports record around each timed loop: rdma extra.counters
@@ -22,66 +22,14 @@ Counters in the records become a utilisation-over-time panel (counter_series):
 """
 from __future__ import annotations
 
-import base64
-import io
 import math
-import os
-import time
 
 from .errors import UsageError
-from .results import check_document, load as load_results  # noqa: F401 - validate uses it too
+from .records import measured_gbs, number, pair_records
 
 BY_CHOICES = ("rank", "gpu", "nic", "host")
 NVML_MIN_WINDOW_S = 0.1
 MAX_PANELS = 4
-
-
-def _num(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
-def measured_gbs(rec):
-    """The pair bandwidth of a record (busbw, else algbw), or None. Per direction: a
-    bidirectional record (peer_bidir, rdma --bidir) carries its src->dst direction there
-    (both directions and their total are in extra), so it compares with a link's
-    one-direction rate like every other record."""
-    v = _num(rec.get("busbw"))
-    return v if v is not None else _num(rec.get("algbw"))
-
-
-def pair_records(doc):
-    """Bandwidth records of pair patterns (src and dst given, mode bw). A concurrent
-    bidirectional record also measured dst->src: that direction becomes a record of its
-    own unless the run measured the reverse pair itself (pairwise patterns do)."""
-    out = []
-    for rec in doc.get("results") or []:
-        if type(rec) is not dict or rec.get("mode", "bw") != "bw":
-            continue
-        if type(rec.get("src")) is int and type(rec.get("dst")) is int and type(rec.get("size")) is int \
-                and measured_gbs(rec) is not None:
-            out.append(rec)
-    measured = {(r.get("op"), r["size"], r["src"], r["dst"]) for r in out}
-    for rec in list(out):
-        extra = rec.get("extra") if type(rec.get("extra")) is dict else {}
-        per_dir = extra.get("per_direction_gbps")
-        back = _num(per_dir.get("dst->src")) if type(per_dir) is dict else None
-        if back is None or (rec.get("op"), rec["size"], rec["dst"], rec["src"]) in measured:
-            continue
-        out.append(dict(rec, src=rec["dst"], dst=rec["src"], src_host=rec.get("dst_host"),
-                        dst_host=rec.get("src_host"), src_device=rec.get("dst_device"),
-                        dst_device=rec.get("src_device"), algbw=back, busbw=back,
-                        extra={"reverse_direction_of": f"{rec['src']}->{rec['dst']}"}))
-    return out
-
-
-def human_size(n):
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f and n % (f // 1024 or 1) == 0:
-            v = n / f
-            return f"{v:g}{unit}" if v >= 1 else f"{n}B"
-    return f"{n}B"
 
 
 def size_classes(sizes, max_panels=MAX_PANELS):
@@ -271,7 +219,7 @@ def _series_from(c):
     if not isinstance(c, dict):
         return []
     if isinstance(c.get("samples"), list):
-        samples = [s for s in c["samples"] if isinstance(s, dict) and _num(s.get("t")) is not None]
+        samples = [s for s in c["samples"] if isinstance(s, dict) and number(s.get("t")) is not None]
         t = [s["t"] for s in samples]
         ctrs = {}
         for s in samples:
@@ -279,12 +227,12 @@ def _series_from(c):
                 if k != "t" and (k.endswith("bytes") or k in _BYTE_KEYS):
                     ctrs.setdefault(k, []).append(v)
         ctrs = {k: v for k, v in ctrs.items() if len(v) == len(t)}
-        return [(c.get("device") or "?", t, ctrs, _num(c.get("rate_gbs")))]
+        return [(c.get("device") or "?", t, ctrs, number(c.get("rate_gbs")))]
     t = c.get("t")
     if isinstance(t, list):
         ctrs = {k: v for k, v in c.items() if isinstance(v, list) and len(v) == len(t)
                 and (k.endswith("bytes") or k in _BYTE_KEYS)}
-        return [(c.get("device") or "?", t, ctrs, _num(c.get("rate_gbs")))]
+        return [(c.get("device") or "?", t, ctrs, number(c.get("rate_gbs")))]
     return []
 
 
@@ -296,7 +244,7 @@ def _delta_bytes(c):
     """{'tx': bytes, 'rx': bytes} from a counter-delta dict (rdma transport format)."""
     out = {}
     for key, name, scale in _DELTA_BYTES:
-        v = _num(c.get(key))
+        v = number(c.get(key))
         if v is not None and name not in out:
             out[name] = v * scale
     return out
@@ -324,8 +272,8 @@ def counter_series(doc, lm=None):
         extra = rec.get("extra")
         if not extra or type(extra) is not dict:
             continue
-        t_us, iters = _num(rec.get("time_us")), _num(rec.get("iters"))
-        dur = t_us * (iters + (_num(rec.get("warmup")) or 0)) / 1e6 if t_us and iters else None
+        t_us, iters = number(rec.get("time_us")), number(rec.get("iters"))
+        dur = t_us * (iters + (number(rec.get("warmup")) or 0)) / 1e6 if t_us and iters else None
         if dur:
             clock += dur
         dst_extra = extra.get("dst") if isinstance(extra.get("dst"), dict) else {}
@@ -350,8 +298,8 @@ def counter_series(doc, lm=None):
                     for name, vals in ctrs.items():
                         scale = _BYTE_KEYS.get(name, 1)
                         for k in range(1, len(t)):
-                            dt = (_num(t[k]) or 0) - (_num(t[k - 1]) or 0)
-                            a, b = _num(vals[k]), _num(vals[k - 1])
+                            dt = (number(t[k]) or 0) - (number(t[k - 1]) or 0)
+                            a, b = number(vals[k]), number(vals[k - 1])
                             if dt > 0 and a is not None and b is not None and a >= b:
                                 add((host, dev, name), f"{host}:{dev} {name}", rate, t[k],
                                     (a - b) * scale / dt / 1e9)
@@ -366,7 +314,7 @@ def counter_series(doc, lm=None):
                               or str(bus).lower().endswith(str(g.get("pci"))[5:])), None)
                     dev = g.get("label") if g else str(bus)
                     for name, v in ctrs.items():
-                        v = _num(v)
+                        v = number(v)
                         if v is None:
                             continue
                         rate = None
@@ -385,176 +333,6 @@ def counter_series(doc, lm=None):
     return series
 
 
-# ----------------------------------------------------------------------------- rendering
-def _mpl():
-    """matplotlib's Figure (Agg, no pyplot: faster import, no GUI backend)."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise UsageError("heatmaps need matplotlib: pip install matplotlib "
-                         "(or pip install 'comm-bench[viz]')") from None
-    from matplotlib.figure import Figure
-    return matplotlib, Figure
-
-
-def _group_ticks(nodes):
-    """Tick positions/labels at the centre of each node's block, boundaries between."""
-    bounds, centres, names = [], [], []
-    start = 0
-    for i in range(1, len(nodes) + 1):
-        if i == len(nodes) or nodes[i] != nodes[start]:
-            centres.append((start + i - 1) / 2)
-            names.append(str(nodes[start]))
-            if i < len(nodes):
-                bounds.append(i - 0.5)
-            start = i
-    return bounds, centres, names
-
-
-def _draw_panel(ax, data, p, cmap):
-    import numpy as np
-    n = data.n
-    util = p["util"]
-    shown = np.ma.masked_invalid(util)
-    im = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
-    ax.set_title(f"size {human_size(p['size'])}", fontsize=10)
-    ax.set_xlabel("dst (receiver)", fontsize=8)
-    ax.set_ylabel("src (sender)", fontsize=8)
-    if n <= 32:
-        ax.set_xticks(range(n))
-        ax.set_yticks(range(n))
-        fs = 8 if n <= 12 else 6
-        ax.set_xticklabels(data.labels, rotation=60, ha="right", fontsize=fs)
-        ax.set_yticklabels(data.labels, fontsize=fs)
-    else:
-        bounds, centres, names = _group_ticks(data.nodes)
-        if len(names) > 1 and len(names) <= 256:
-            step = max(1, math.ceil(len(names) / 24))
-            ax.set_xticks(centres[::step])
-            ax.set_xticklabels(names[::step], rotation=60, ha="right", fontsize=6)
-            ax.set_yticks(centres[::step])
-            ax.set_yticklabels(names[::step], fontsize=6)
-            if len(bounds) <= 32:
-                for b in bounds:
-                    ax.axhline(b, color="white", lw=0.3)
-                    ax.axvline(b, color="white", lw=0.3)
-        else:
-            step = max(1, math.ceil(n / 24))
-            ax.set_xticks(range(0, n, step))
-            ax.set_yticks(range(0, n, step))
-            ax.set_xticklabels([data.labels[i] for i in range(0, n, step)], rotation=60, ha="right", fontsize=6)
-            ax.set_yticklabels([data.labels[i] for i in range(0, n, step)], fontsize=6)
-    if n > 32:
-        _draw_margins(ax, data, util, cmap)
-    if n <= 32:
-        meas = p["measured"]
-        big = n <= 12
-        for i in range(n):
-            for j in range(n):
-                u, m = util[i, j], meas[i, j]
-                if np.isnan(m):
-                    ax.text(j, i, "N/A", ha="center", va="center", fontsize=6 if big else 4, color="#555555")
-                    continue
-                if p["alone"][i, j]:
-                    ax.text(j, i, f"{m:.3g} GB/s\nno comparison" if big else f"{m:.3g}", ha="center",
-                            va="center", fontsize=7 if big else 5, color="#333333")
-                    continue
-                mark = "*" if p["relative"][i, j] else ""
-                txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
-                colour = "black" if 0.25 < min(u, 1.0) < 0.85 else ("white" if u <= 0.25 else "black")
-                ax.text(j, i, txt, ha="center", va="center", fontsize=7 if big else 5, color=colour)
-    return im
-
-
-def _draw_margins(ax, data, util, cmap):
-    """Large matrices: a strip beside the matrix with each row's (sender's) median
-    utilisation, one above it for each column (receiver), and the worst rows named, so
-    one bad rank among 1,024 stands out."""
-    import numpy as np
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)      # all-N/A rows
-        rows = np.nanmedian(util, axis=1)
-        cols = np.nanmedian(util, axis=0)
-    right = ax.inset_axes([1.01, 0.0, 0.035, 1.0])
-    right.imshow(np.ma.masked_invalid(rows[:, None]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
-                 interpolation="nearest")
-    top = ax.inset_axes([0.0, 1.01, 1.0, 0.035])
-    top.imshow(np.ma.masked_invalid(cols[None, :]), cmap=cmap, vmin=0, vmax=1, aspect="auto",
-               interpolation="nearest")
-    for a in (right, top):
-        a.set_xticks([])
-        a.set_yticks([])
-    right.set_title("row\nmedian", fontsize=6)
-    finite = rows[np.isfinite(rows)]
-    if finite.size:
-        ref = float(np.median(finite))
-        worst = [i for i in np.argsort(np.where(np.isfinite(rows), rows, np.inf))[:3]
-                 if np.isfinite(rows[i]) and rows[i] < 0.75 * ref]
-        for i in worst:
-            right.annotate(f"{data.labels[i]} {rows[i] * 100:.0f}%", xy=(0.5, i), xycoords="data",
-                           xytext=(8, 0), textcoords="offset points", fontsize=7, color="#b71c1c",
-                           va="center", ha="left", arrowprops={"arrowstyle": "-", "color": "#b71c1c", "lw": 0.6})
-
-
-def render_png(data, path, dpi=None):
-    matplotlib, Figure = _mpl()
-    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
-    k = max(1, len(data.panels))
-    ncols = min(k, 2)
-    nrows = math.ceil(k / ncols)
-    side = 5.5 if data.n <= 12 else (6.5 if data.n <= 64 else 7.0)
-    extra = 2.8 if data.counters else 0.0
-    fig = Figure(figsize=(side * ncols + 1.5, side * nrows + 1.0 + extra), layout="constrained")
-    gs = fig.add_gridspec(nrows + (1 if data.counters else 0), ncols,
-                          height_ratios=[side] * nrows + ([extra] if data.counters else []))
-    im, axes = None, []
-    if not data.panels:
-        ax = fig.add_subplot(gs[0, 0])
-        ax.text(0.5, 0.5, "no pair measurements (N/A)", ha="center", va="center")
-        ax.set_axis_off()
-    for idx, p in enumerate(data.panels):
-        ax = fig.add_subplot(gs[idx // ncols, idx % ncols])
-        im = _draw_panel(ax, data, p, cmap)
-        axes.append(ax)
-    if im is not None:
-        cb = fig.colorbar(im, ax=axes, shrink=0.7, pad=0.02)
-        rel = any(p["relative"].any() for p in data.panels)
-        alone = any(p["alone"].any() for p in data.panels)
-        cb.set_label("utilisation = measured / theoretical rate of the pair's link"
-                     + ("\n(* = no rate known: relative to the best pair of its class)" if rel else "")
-                     + ("\n(grey with GB/s: no rate known and no other pair: no comparison)" if alone else ""),
-                     fontsize=8)
-        cb.ax.tick_params(labelsize=7)
-    if data.counters:
-        ax = fig.add_subplot(gs[nrows, :])
-        _draw_counters(ax, data.counters)
-    fig.suptitle(data.title(), fontsize=11)
-    fig.supxlabel(legend_text(data), fontsize=7)
-    if dpi is None:
-        dpi = 100 if data.n <= 64 else 150
-    fig.savefig(path, dpi=dpi, format="png")
-    return path
-
-
-def _draw_counters(ax, series):
-    """Utilisation (%) where every series has its link's rate; else GB/s for all, so one
-    axis never mixes the two units."""
-    t0 = min(s["t"][0] for s in series)
-    util = all(s["util"] for s in series)
-    for s in series[:16]:
-        y = [v * 100 for v in s["util"]] if util else s["gbs"]
-        ax.plot([t - t0 for t in s["t"]], y, lw=1, marker="." if len(s["t"]) < 200 else None, ms=3,
-                label=s["label"])
-    ax.set_xlabel("time (s; per-record counter deltas sit at the run's cumulative measuring time)", fontsize=8)
-    ax.set_ylabel("utilisation (%)" if util else "GB/s (counter rate; not every link's rate is known)",
-                  fontsize=8)
-    ax.set_title("counter-based utilisation over time" + (" (first 16 series)" if len(series) > 16 else ""),
-                 fontsize=9)
-    ax.tick_params(labelsize=7)
-    ax.legend(fontsize=6, ncol=4, loc="upper right")
-
-
 def legend_text(data):
     parts = []
     for cls, rates in sorted(data.classes_seen.items()):
@@ -569,53 +347,3 @@ def legend_text(data):
         "no pairs measured"
 
 
-def to_png_bytes(data, dpi=None):
-    buf = io.BytesIO()
-    render_png(data, buf, dpi=dpi)
-    return buf.getvalue()
-
-
-def render_html(data, path, interactive=False):
-    if interactive:
-        from .interactive import heatmap_div, page, rank_table
-        html = page(f"comm-bench heatmap: {data.title()}", [f"<h1>comm-bench heatmap</h1>", heatmap_div(data),
-                                                            f"<p class=meta>{legend_text(data)}</p>", rank_table(data)])
-    else:
-        from .report_html import heatmap_page
-        html = heatmap_page(data)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(html)
-    return path
-
-
-def png_data_uri(data, dpi=None):
-    return "data:image/png;base64," + base64.b64encode(to_png_bytes(data, dpi)).decode()
-
-
-def make(results, out, by="rank", op=None, interactive=False):
-    """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
-    t0 = time.monotonic()
-    ext = os.path.splitext(out)[1].lower()
-    if ext not in (".png", ".html", ".htm"):
-        raise UsageError(f"-o {out}: give a .png or .html file name")
-    if interactive and ext == ".png":
-        raise UsageError(f"--interactive makes an HTML page: give -o FILE.html (not {out})")
-    doc = load_results(results) if isinstance(results, str) else results
-    if isinstance(results, dict):
-        check_document(doc)
-    data = build(doc, by=by, op=op)
-    try:
-        if ext == ".png":
-            render_png(data, out)
-        else:
-            render_html(data, out, interactive)
-    except OSError as exc:
-        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
-    return {"out": out, "cells": data.n, "panels": len(data.panels),
-            "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
-            "seconds": round(time.monotonic() - t0, 3)}
-
-
-def _isnan(a):
-    import numpy as np
-    return np.isnan(a)

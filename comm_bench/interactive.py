@@ -12,7 +12,8 @@ import json
 import math
 
 from .errors import UsageError
-from .heatmap import human_size
+from .html_base import e, page as html_page
+from .records import human_size
 
 HOVER_CELLS_MAX = 256 * 256   # beyond this, hover shows indices + values (labels in the table)
 
@@ -116,7 +117,6 @@ def rank_table(data, table_id="ranks"):
     import warnings
 
     import numpy as np
-    from .report_html import e
     if not data.panels:
         return ""
     util = data.panels[-1]["util"]
@@ -145,14 +145,12 @@ function cbFilter(id, q) {
 
 
 def page(title, sections):
-    from .report_html import page as html_page
     return html_page(title, FILTER_JS + "\n" + "\n".join(sections))
 
 
 def compare_table(result):
     """comm_bench.compare's rows as an HTML table with a search box."""
     from .compare import header_cells, row_cells
-    from .report_html import e
     head = "".join(f"<th>{e(c)}</th>" for c in header_cells([r["name"] for r in result["runs"]]))
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row_cells(row, (".4g",) * 3)) + "</tr>"
                    for row in result["rows"])

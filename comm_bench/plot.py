@@ -16,7 +16,8 @@ import os
 import statistics
 
 from .errors import UsageError
-from .heatmap import _mpl, human_size, measured_gbs
+from .heatmap_png import mpl
+from .records import human_size, measured_gbs
 
 
 def _median_lat(rec):
@@ -87,7 +88,7 @@ def build(named_docs, ops=None):
 
 
 def figure(curves, rates, title=""):
-    _, Figure = _mpl()
+    _, Figure = mpl()
     from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(13, 5.2), layout="constrained")

@@ -25,7 +25,8 @@ import statistics
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
-from .heatmap import human_size, load_results, measured_gbs, pair_records
+from .records import human_size, measured_gbs, pair_records
+from .results import load as load_results
 from .safefile import read_bounded
 
 DEFAULT_RULES = {

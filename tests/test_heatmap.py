@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from comm_bench import heatmap, report_html
+from comm_bench import heatmap, heatmap_output, report_html
 from comm_bench.topology import fixture_root, snapshot
 from cbtest import run_cli
 
@@ -164,7 +164,7 @@ def test_counter_deltas_as_transports_record_them():
 def test_png_8_ranks(tmp_path):
     doc = make_doc(nodes=1, gpn=8, value=lambda s, d, size, rnd: 100.0 if 5 in (s, d) else 380.0)
     out = tmp_path / "h.png"
-    info = heatmap.make(write(tmp_path, doc), str(out))
+    info = heatmap_output.make(write(tmp_path, doc), str(out))
     assert info["cells"] == 8 and info["panels"] == 2 and info["measured_pairs"] == 112
     img = _read_png(out)
     assert img.shape[0] > 400 and img.shape[1] > 600
@@ -175,7 +175,7 @@ def test_counters_panel_png(tmp_path):
     doc = make_doc(nodes=2, gpn=1, transport="rdma", sizes=(1 << 20,), device=lambda r: "mlx5_0")
     doc["results"][0]["extra"]["counters"] = {"device": "mlx5_0", "t": [0, 1, 2],
                                               "tx_bytes": [0, 20e9, 40e9]}
-    heatmap.make(write(tmp_path, doc), str(tmp_path / "c.png"))
+    heatmap_output.make(write(tmp_path, doc), str(tmp_path / "c.png"))
     assert (tmp_path / "c.png").stat().st_size > 10000
 
 
@@ -196,7 +196,7 @@ def _has_colour(img, which):
 def test_html_self_contained(tmp_path):
     doc = make_doc(nodes=1, gpn=4)
     out = tmp_path / "h.html"
-    heatmap.make(write(tmp_path, doc), str(out))
+    heatmap_output.make(write(tmp_path, doc), str(out))
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
     for bad in ("http://", "https://", "<script src", "<link "):
@@ -230,7 +230,7 @@ def test_cli(tmp_path):
 
 def test_empty_results_give_na_panel(tmp_path):
     doc = make_doc(nodes=1, gpn=2, value=lambda *a: None)
-    heatmap.make(write(tmp_path, doc), str(tmp_path / "e.png"))
+    heatmap_output.make(write(tmp_path, doc), str(tmp_path / "e.png"))
     assert (tmp_path / "e.png").exists()
 
 
@@ -253,7 +253,7 @@ def test_html_in_headless_browser(tmp_path):
         pytest.skip("no headless browser: apt-get install chromium-headless-shell (or chromium)")
     doc = make_doc(nodes=1, gpn=8, value=lambda s, d, size, rnd: 60.0 if 6 in (s, d) else 380.0)
     page = tmp_path / "h.html"
-    heatmap.make(write(tmp_path, doc), str(page))
+    heatmap_output.make(write(tmp_path, doc), str(page))
     shot = tmp_path / "shot.png"
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
            "--allow-file-access-from-files", f"--screenshot={shot}", "--window-size=1400,1400",
@@ -308,7 +308,7 @@ def test_1024_ranks_under_10s(tmp_path):
     assert count == 128 * 56 + 1024 * 127
     out = tmp_path / "h1024.png"
     t, c = time.monotonic(), time.process_time()
-    info = heatmap.make(str(path), str(out))
+    info = heatmap_output.make(str(path), str(out))
     wall, cpu = time.monotonic() - t, time.process_time() - c
     print(f"1,024-rank heatmap: {wall:.2f} s wall, {cpu:.2f} s CPU, {count} pair records")
     assert info["cells"] == 1024 and info["measured_pairs"] == count
@@ -318,7 +318,7 @@ def test_1024_ranks_under_10s(tmp_path):
     img = _read_png(out)
     assert _has_colour(img, "red")                       # the slow rank's row and column
     html = tmp_path / "h1024.html"
-    heatmap.make(str(path), str(html), by="host")
+    heatmap_output.make(str(path), str(html), by="host")
     assert html.stat().st_size > 10000
 
 

@@ -19,7 +19,7 @@ def heatmap(results, out, by, op, interactive):
 
     One panel per size class; N/A where nothing was measured; axes labelled host:device.
     """
-    from ..heatmap import make
+    from ..heatmap_output import make
     info = make(results, out, by=by, op=op, interactive=interactive)
     click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
                f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "

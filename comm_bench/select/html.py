@@ -47,7 +47,8 @@ def render(res, docs, path):
 
 
 def _heatmap(doc):
-    from ..heatmap import build, pair_records
+    from ..heatmap import build
+    from ..records import pair_records
     if not pair_records(doc):
         return "<p class=\"meta\">collective records only: no pair heatmap (see the link model above)</p>"
     try:

@@ -1,0 +1,57 @@
+"""Records as the readers see them: a pair's measured bandwidth, pair records (with the
+reverse direction of a bidirectional record), and the size label of a table or a panel.
+Everything that reads results documents (heatmap, validate, compare, plot, report) takes
+these from here, so no reader depends on another reader.
+"""
+from __future__ import annotations
+
+import math
+
+
+def number(v):
+    """A finite int/float as float, else None (bools and strings are not numbers here)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def measured_gbs(rec):
+    """The pair bandwidth of a record (busbw, else algbw), or None. Per direction: a
+    bidirectional record (peer_bidir, rdma --bidir) carries its src->dst direction there
+    (both directions and their total are in extra), so it compares with a link's
+    one-direction rate like every other record."""
+    v = number(rec.get("busbw"))
+    return v if v is not None else number(rec.get("algbw"))
+
+
+def pair_records(doc):
+    """Bandwidth records of pair patterns (src and dst given, mode bw). A concurrent
+    bidirectional record also measured dst->src: that direction becomes a record of its
+    own unless the run measured the reverse pair itself (pairwise patterns do)."""
+    out = []
+    for rec in doc.get("results") or []:
+        if type(rec) is not dict or rec.get("mode", "bw") != "bw":
+            continue
+        if type(rec.get("src")) is int and type(rec.get("dst")) is int and type(rec.get("size")) is int \
+                and measured_gbs(rec) is not None:
+            out.append(rec)
+    measured = {(r.get("op"), r["size"], r["src"], r["dst"]) for r in out}
+    for rec in list(out):
+        extra = rec.get("extra") if type(rec.get("extra")) is dict else {}
+        per_dir = extra.get("per_direction_gbps")
+        back = number(per_dir.get("dst->src")) if type(per_dir) is dict else None
+        if back is None or (rec.get("op"), rec["size"], rec["dst"], rec["src"]) in measured:
+            continue
+        out.append(dict(rec, src=rec["dst"], dst=rec["src"], src_host=rec.get("dst_host"),
+                        dst_host=rec.get("src_host"), src_device=rec.get("dst_device"),
+                        dst_device=rec.get("src_device"), algbw=back, busbw=back,
+                        extra={"reverse_direction_of": f"{rec['src']}->{rec['dst']}"}))
+    return out
+
+
+def human_size(n):
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= f and n % (f // 1024 or 1) == 0:
+            v = n / f
+            return f"{v:g}{unit}" if v >= 1 else f"{n}B"
+    return f"{n}B"
