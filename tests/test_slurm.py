@@ -85,7 +85,7 @@ def test_sbatch_validation_names_the_shaped_node(cluster, tmp_path):
 def test_cluster_leaves_nothing_behind_after_a_failure():
     with pytest.raises(RuntimeError, match="boom"):
         with slurm_cluster.SlurmCluster(2, subnet="10.78.17") as sc:
-            pids, spaces, work = sc._pids(), sc.fabric.namespaces, sc.dir
+            pids, spaces, work = sc.hosts.pids(), sc.fabric.namespaces, sc.dir
             assert len(pids) >= 4      # munged, slurmctld, two slurmd
             raise RuntimeError("boom")
     for pid in pids:

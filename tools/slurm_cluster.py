@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """A real Slurm cluster on network-namespace hosts (needs root, iproute2, munge, slurmd, slurmctld).
 
-Layout: a tools/netns_fabric.py fabric of N+1 hosts. Host 0 is the head: munged (its own key
-and socket), slurmctld, and where srun/sbatch run. Hosts 1..N are the nodes n1..nN, one slurmd
-each, in its own UTS namespace whose hostname is the node's name, so ranks see the Slurm node
-name as their host name. /etc/netns/<ns>/hosts (bind-mounted by `ip netns exec`) names every
-host. Nothing is written outside the work folder and /etc/netns/<this fabric's namespaces>.
+Layout: N+1 named network-namespace hosts (tools/netns_hosts.py). Host 0, `head`, runs munged
+(its own key and socket) and slurmctld, and is where srun/sbatch run. Hosts 1..N are the nodes
+n1..nN, one slurmd each; a node's processes see its name as their host name, so ranks report
+the Slurm node names. Nothing is written outside the work folder and /etc/netns/<namespace>.
 
     import slurm_cluster             # tools/ on sys.path
     with slurm_cluster.SlurmCluster(4, shape={3: "500mbit"}) as sc:
@@ -17,7 +16,6 @@ CLI: python tools/slurm_cluster.py check 4     (up, srun hostname, down)
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import netns_fabric  # noqa: E402
+import netns_hosts  # noqa: E402
 
 HEAD = "head"
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "unshare")
@@ -49,11 +48,11 @@ class SlurmCluster:
 
     def __init__(self, n_nodes, prefix="cbslurm", subnet="10.78.0", shape=None, cpus=2):
         self.n = int(n_nodes)
-        self.fabric = netns_fabric.Fabric(self.n + 1, prefix=prefix, subnet=subnet,
-                                          shape={int(k): v for k, v in (shape or {}).items()})
+        self.hosts = netns_hosts.NamedHosts([HEAD, *self.nodes], prefix=prefix, subnet=subnet,
+                                            shape={int(k): v for k, v in (shape or {}).items()})
+        self.fabric = self.hosts.fabric
         self.cpus = cpus
         self.dir = None
-        self.procs = []
 
     # --- queries -----------------------------------------------------------
     @property
@@ -62,7 +61,7 @@ class SlurmCluster:
 
     def addr(self, node):
         """Address of node 'nK' (or of the head)."""
-        return self.fabric.addr(0 if node == HEAD else int(node[1:]))
+        return self.hosts.addr(node)
 
     @property
     def conf(self):
@@ -78,10 +77,7 @@ class SlurmCluster:
 
     def run(self, cmd, env=None, **kw):
         """subprocess.run(cmd) on the head host, talking to this cluster."""
-        return subprocess.run([*self.fabric.exec_prefix(0), *cmd], env=env or self.env(), **kw)
-
-    def popen(self, cmd, env=None, **kw):
-        return subprocess.Popen([*self.fabric.exec_prefix(0), *cmd], env=env or self.env(), **kw)
+        return self.hosts.run(0, cmd, env=env or self.env(), **kw)
 
     def logs(self):
         """The daemons' log tails, for a failing test's message."""
@@ -93,28 +89,19 @@ class SlurmCluster:
     # --- lifecycle ---------------------------------------------------------
     def up(self, timeout=90.0):
         self.dir = Path(tempfile.mkdtemp(prefix="cbslurm-"))
-        self.fabric.up()
+        self.hosts.up()
         try:
-            self._write_hosts()
             self._start_munge()
             self._write_conf()
-            self._daemon(0, HEAD, ["slurmctld", "-D", "-c", "-i", "-f", self.conf])
+            self._daemon(0, ["slurmctld", "-D", "-c", "-i", "-f", self.conf])
             for i, node in enumerate(self.nodes, 1):
-                self._daemon(i, node, ["slurmd", "-D", "-f", self.conf, "-N", node],
-                             f"mount --bind {self.dir}/tmp-{node} {self.dir}/tmp &&")
+                self._daemon(i, ["slurmd", "-D", "-f", self.conf, "-N", node],
+                             f"{_cgroup_mounts()} mount --bind {self.dir}/tmp-{node} {self.dir}/tmp &&")
             self._wait_idle(timeout)
         except BaseException:
             self.down()
             raise
         return self
-
-    def _write_hosts(self):
-        lines = [f"127.0.0.1 localhost", f"{self.addr(HEAD)} {HEAD}"]
-        lines += [f"{self.addr(n)} {n}" for n in self.nodes]
-        for ns in self.fabric.namespaces:
-            d = Path("/etc/netns") / ns
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "hosts").write_text("\n".join(lines) + "\n")
 
     def _start_munge(self):
         key = self.dir / "munge.key"
@@ -122,7 +109,7 @@ class SlurmCluster:
         os.chmod(key, 0o400)
         os.chmod(self.dir, 0o700)
         self.munge_socket = self.dir / "munge.sock"
-        self._daemon(0, None, ["munged", "-F", "--force", f"--socket={self.munge_socket}",
+        self._daemon(0, ["munged", "-F", "--force", f"--socket={self.munge_socket}",
                                f"--key-file={key}", f"--pid-file={self.dir / 'munged.pid'}",
                                f"--log-file={self.dir / 'munged.log'}",
                                f"--seed-file={self.dir / 'munged.seed'}"])
@@ -169,24 +156,19 @@ KillWait=5
 PartitionName=cb Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
 
-    def _daemon(self, host, hostname, cmd, setup=""):
-        """Start cmd on fabric host `host`, in a UTS namespace named `hostname` if given.
-        `ip netns exec` mounts a fresh /sys, which hides the cgroup file systems that
-        slurmd's cgroup plugin looks for (it loads it even with proctrack/linuxproc).
-        Each node gets its own TmpFS (as on real hosts): two steps' PMIx servers would
-        otherwise share one folder per job step and collide."""
-        if hostname:
-            cmd = ["unshare", "--uts", "sh", "-c",
-                   f'hostname "$0" && {_cgroup_mounts()} {setup} exec "$@"', hostname, *cmd]
-        log = open(self.dir / f"{Path(cmd[0]).name}-{host}.out", "wb")
-        self.procs.append(subprocess.Popen([*self.fabric.exec_prefix(host), *cmd], stdout=log,
-                                           stderr=subprocess.STDOUT, env=self.env(),
-                                           start_new_session=True))
-        log.close()
+    def _daemon(self, host, cmd, setup=""):
+        """Start daemon cmd on host `host` (its output in <name>-<host>.out).
+        A node's setup: `ip netns exec` mounts a fresh /sys, which hides the cgroup file
+        systems that slurmd's cgroup plugin looks for (it loads it even with
+        proctrack/linuxproc); and each node gets its own TmpFS (as real hosts have): two
+        nodes' PMIx servers would otherwise share one folder per job step and collide."""
+        with open(self.dir / f"{cmd[0]}-{host}.out", "wb") as log:
+            self.hosts.popen(host, cmd, setup, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                             start_new_session=True)
 
     def _wait_idle(self, timeout):
         def idle():
-            for p in self.procs:
+            for p in self.hosts.procs:
                 if p.poll() is not None:
                     raise netns_fabric.FabricError(f"a daemon exited ({p.args[-1]}):\n{self.logs()}")
             p = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True)
@@ -197,34 +179,10 @@ PartitionName=cb Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def down(self):
         """Kill every process in the cluster's namespaces, then delete them and the files."""
         try:
-            if self.fabric._up:
-                for _ in range(3):
-                    pids = self._pids()
-                    if not pids:
-                        break
-                    for pid in pids:
-                        _kill(pid, signal.SIGKILL)
-                    time.sleep(0.2)
-            for p in self.procs:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-            self.procs = []
+            self.hosts.down()
         finally:
-            for ns in self.fabric.namespaces:
-                shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
-            self.fabric.down()
             if self.dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
-
-    def _pids(self):
-        pids = set()
-        for ns in self.fabric.namespaces:
-            p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-            pids |= {int(x) for x in p.stdout.split()}
-        pids |= {p.pid for p in self.procs if p.poll() is None}
-        return pids
 
     def __enter__(self):
         return self.up()
@@ -244,13 +202,6 @@ def _cgroup_mounts():
             if path.startswith("/sys/fs/cgroup") and fstype in ("tmpfs", "cgroup", "cgroup2"):
                 cmds.append(f"mkdir -p {path} && mount -t {fstype} -o {opts} {src} {path} &&")
     return " ".join(cmds)
-
-
-def _kill(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _wait(cond, timeout, what, detail=lambda: ""):
