@@ -11,6 +11,7 @@ tools/netns_rsh, given `map_file` as $NETNS_HOSTS, stands in for ssh to them.
     # every process left in the hosts' namespaces is killed, and the namespaces deleted here
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ class NamedHosts:
 
     def __init__(self, names, prefix="cbhost", subnet="10.79.0", shape=None):
         self.names = list(names)
+        self.prefix = prefix
         self.fabric = netns_fabric.Fabric(len(self.names), prefix=prefix, subnet=subnet, shape=shape)
         self.procs = []
         self.map_file = None
@@ -59,6 +61,7 @@ class NamedHosts:
         return pids
 
     def up(self):
+        cleanup_stale(self.prefix)
         self.fabric.up()
         try:
             lines = ["127.0.0.1 localhost"] + [f"{self.fabric.addr(i)} {n}" for i, n in enumerate(self.names)]
@@ -108,3 +111,20 @@ class NamedHosts:
     def __exit__(self, *exc):
         self.down()
         return False
+
+
+def cleanup_stale(prefix):
+    """What a killed run (its owner process gone) left of <prefix> hosts: the processes
+    still running in those namespaces, their /etc/netns folders, the namespaces."""
+    pat = re.compile(rf"^{re.escape(prefix)}-(\d+)-\d+-(h\d+|br)$")
+    for ns in netns_fabric.list_namespaces():
+        m = pat.match(ns)
+        if m and not netns_fabric._pid_alive(int(m.group(1))):
+            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+            for pid in map(int, out.split()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            shutil.rmtree(ETC / ns, ignore_errors=True)
+    netns_fabric.cleanup_stale(prefix)
