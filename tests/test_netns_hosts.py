@@ -39,15 +39,16 @@ def test_a_killed_runs_hosts_are_cleaned_up_by_the_next():
     next NamedHosts of that prefix removes them."""
     code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import netns_hosts\n"
             "h = netns_hosts.NamedHosts(['a'], prefix='cbnhk', subnet='10.79.42').up()\n"
-            "h.popen(0, ['sleep', '600']); print(h.fabric.netns(0), flush=True); time.sleep(600)\n")
+            "h.popen(0, ['sleep', '600']); print(h.fabric.netns(0), h.map_file, flush=True)\n"
+            "time.sleep(600)\n")
     owner = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tools")], stdout=subprocess.PIPE, text=True)
-    ns = owner.stdout.readline().strip()
+    ns, map_file = owner.stdout.readline().split()
     left = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
     owner.kill()
     owner.wait()
-    assert left and ns in netns_fabric.list_namespaces()
+    assert left and ns in netns_fabric.list_namespaces() and os.path.exists(map_file)
     with netns_hosts.NamedHosts(["b"], prefix="cbnhk", subnet="10.79.42"):
-        assert ns not in netns_fabric.list_namespaces()
+        assert ns not in netns_fabric.list_namespaces() and not os.path.exists(map_file)
     time.sleep(0.2)
     for pid in map(int, left):
         assert not Path(f"/proc/{pid}").exists() or \

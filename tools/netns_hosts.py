@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import netns_fabric  # noqa: E402
 
 ETC = Path("/etc/netns")
+MAP_PREFIX = "netns-hosts-"    # map files: /tmp/netns-hosts-<fabric name>-XXXX
 
 
 class NamedHosts:
@@ -68,7 +69,7 @@ class NamedHosts:
             for ns in self.fabric.namespaces:
                 (ETC / ns).mkdir(parents=True, exist_ok=True)
                 (ETC / ns / "hosts").write_text("\n".join(lines) + "\n")
-            fd, self.map_file = tempfile.mkstemp(prefix="netns-hosts-")
+            fd, self.map_file = tempfile.mkstemp(prefix=f"{MAP_PREFIX}{self.fabric.base}-")
             with os.fdopen(fd, "w") as f:
                 f.writelines(f"{n} {self.fabric.netns(i)}\n" for i, n in enumerate(self.names))
         except BaseException:
@@ -128,3 +129,7 @@ def cleanup_stale(prefix):
                     pass
             shutil.rmtree(ETC / ns, ignore_errors=True)
     netns_fabric.cleanup_stale(prefix)
+    for f in Path(tempfile.gettempdir()).glob(f"{MAP_PREFIX}{prefix}-*"):
+        m = re.match(rf"{re.escape(MAP_PREFIX + prefix)}-(\d+)-", f.name)
+        if m and not netns_fabric._pid_alive(int(m.group(1))):
+            f.unlink(missing_ok=True)
