@@ -76,14 +76,14 @@ def new_document(*, transport: str, world_size: int, pattern: str, options: dict
 class ResultsWriter:
     """Rank 0's results file: the document in memory, written whole after each record."""
 
-    def __init__(self, path: str, doc: dict, force: bool = False):
+    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
         self.path = path
         if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
             self._target = Target(path)      # the spawner checked it and holds its lock
         else:
             self._target = claim_output(path, force)
         self.meta = dict(doc)
-        self.records = []                    # each record already serialised
+        self.records = [json.dumps(r, separators=(",", ":")) for r in records]  # serialised
         self.written = 0                     # records in the file on disk
         self._last = 0.0
         self._write()

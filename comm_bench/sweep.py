@@ -16,8 +16,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import ops as ops_mod, registry
+from . import ops as ops_mod, registry, resume
 from .errors import CommBenchError, UsageError
+from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
@@ -54,6 +55,7 @@ class SweepConfig:
     progress: bool = True
     force: bool = False          # replace an -o file that is not a comm-bench document
     oversubscribe: bool = False
+    resume: bool = False         # continue an earlier attempt's -o document (resume.py)
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -94,6 +96,20 @@ def resolve(cfg: SweepConfig, world_size: int):
     return cls
 
 
+def document_options(cfg: SweepConfig) -> dict:
+    """The sweep's settings as its results document records them."""
+    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force")}
+    options["transport_options"] = cfg.options
+    return options
+
+
+def check_resumable(cfg: SweepConfig, world_size: int) -> None:
+    """For the spawner: a --resume that cannot continue -o fails before any rank starts."""
+    if cfg.resume:
+        resume.previous(cfg.output, {"transport": cfg.transport, "world_size": world_size,
+                                     "pattern": cfg.pattern, "options": document_options(cfg)})
+
+
 @contextlib.contextmanager
 def local_run(cfg: SweepConfig):
     """For the spawner: check and lock -o for the whole run (its ranks write under that
@@ -121,8 +137,11 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
                          f"({exc.strerror or exc})") from None
     secret, source = run_secret(info)
     all_local = info.local_world_size >= info.world_size
-    store = Store(master, port, info.rank, info.world_size, cfg.timeout,
-                  is_master=False if info.agent_store else None, secret=secret, all_local=all_local)
+    if info.agent_store:  # torchrun's store outlives an attempt: one of our own (agent_store.py)
+        master, port = attempt_store_address(master, port, info.rank, info.world_size, cfg.timeout,
+                                             secret)
+    store = Store(master, port, info.rank, info.world_size, cfg.timeout, secret=secret,
+                  all_local=all_local)
     if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
         raise UsageError(f"another process already runs as rank {info.rank} of this run "
                          f"(at {master}:{port}): each rank needs its own RANK")
@@ -142,6 +161,8 @@ class _RankRun:
         self.rank, self.n = info.rank, info.world_size
         self.transport = cls()
         self.writer = None
+        self.kept = []               # rank 0: the earlier attempt's records (--resume)
+        self.done = set()            # every rank: resume.record_key of what is measured already
         self.lock = threading.Lock()
         self.elem = ops_mod.dtype_size(cfg.dtype)
         self.watchdog = Watchdog(store, self.rank, self.n, [t["host"] for t in table], cfg.timeout,
@@ -153,6 +174,8 @@ class _RankRun:
         completed = False
         try:
             self._setup()
+            if self.cfg.resume:
+                self.done = self._share_done()
             self._sweep()
             self.watchdog.finished()
             self.store.barrier("cb/end")
@@ -222,14 +245,33 @@ class _RankRun:
             h = hosts.setdefault(t["host"], {"host": t["host"], "ranks": [], "topology": None})
             h["ranks"].append(t["rank"])
             h["topology"] = h["topology"] or d["topology"]
-        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force")}
-        options["transport_options"] = cfg.options
         doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
-                           options=options, ranks=ranks, hosts=list(hosts.values()))
-        self.writer = ResultsWriter(cfg.output, doc, force=cfg.force)
+                           options=document_options(cfg), ranks=ranks, hosts=list(hosts.values()))
+        previous = resume.previous(cfg.output, doc) if cfg.resume else None
+        if previous:
+            self.kept = resume.renumbered(previous, doc, cfg.output)
+            doc = resume.continued(previous, doc, self.kept)
+        self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
         self.nhosts = len(hosts)
         rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
         self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)
+
+    def _share_done(self) -> set:
+        """Rank 0's list of what the earlier attempt measured, on every rank."""
+        keys = None
+        if self.rank == 0 and self.kept:
+            keys = [resume.record_key(r) for r in self.kept]
+            self.progress.line(f"# resumed: {len(keys)} record(s) of the earlier attempt kept, "
+                               "not measured again")
+        return {tuple(k) for k in self.store.broadcast(0, "cb/done", keys) or ()}
+
+    def _skip(self, keys, description) -> bool:
+        """True if every key was measured by an earlier attempt (the same on every rank)."""
+        if not all(k in self.done for k in keys):
+            return False
+        if self.rank == 0:
+            self.progress.advance(description)
+        return True
 
     def _plan(self, op):
         """(S, requested sizes) for op: collectives round for all ranks, pair ops for two."""
@@ -268,6 +310,8 @@ class _RankRun:
                                   mode=cfg.mode, peer=peer, role=role)
 
     def _collective(self, op, size, asked):
+        if self._skip([(op, size, None, None)], f"{op} {size} B"):
+            return
         res = self._run(op, size)
         got = self.store.gather_to(0, "cb/res", _measured(res))
         if self.rank == 0:
@@ -282,12 +326,16 @@ class _RankRun:
                 f"{op} {size} B", asked)
 
     def _pairs(self, op, size, round_idx, pairs, asked):
+        if self._skip([(op, size, s, d) for s, d in pairs], f"{op} {size} B round {round_idx}"):
+            return
         peer, role = my_pair(pairs, self.rank)
         res = self._run(op, size, peer, role) if peer is not None else None
         got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
         if self.rank != 0:
             return
         for src, dst in pairs:
+            if (op, size, src, dst) in self.done:   # kept from an earlier attempt's partial round
+                continue
             s, d = got[src], got[dst]
             rec = make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,

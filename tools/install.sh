@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs comm-bench into ./.venv with every optional transport it can use here.
 #   bash tools/install.sh          the package (+ system libraries where apt-get runs as root)
-#   bash tools/install.sh --test   also what the tests need (Soft-RoCE VM, iperf3, perftest, browser)
+#   bash tools/install.sh --test   also what the tests need (Soft-RoCE VM, iperf3, perftest, browser,
+#                                  Slurm)
 # TORCH_SPEC overrides the torch requirement (default torch==2.13.0, a CPU build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,10 @@ with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
 
 apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev"
-test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl slurm-client"
+test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl"
+# a Slurm cluster on network-namespace hosts (tools/slurm_cluster.py); Slurm's PMIx plugin
+# dlopens the unversioned libpmix.so, which only libpmix-dev ships
+test_pkgs="$test_pkgs munge slurmd slurmctld slurm-client libpmix-dev"
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   pkgs="$apt_pkgs"; [ $with_tests = 1 ] && pkgs="$pkgs $test_pkgs"
   missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)

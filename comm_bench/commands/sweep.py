@@ -12,7 +12,7 @@ from ..launch import detect
 from ..limits import check_host
 from ..sizes import size_range
 from ..spawn import spawn_local
-from ..sweep import SweepConfig, local_run, resolve, run_rank
+from ..sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
 
 
 def _env(name):
@@ -66,10 +66,14 @@ def _transport_options(func):
 @click.option("--oversubscribe", is_flag=True, envvar=_env("oversubscribe"),
               help="Run even with more ranks, or larger buffers, than this host's cores and "
                    "memory hold.")
+@click.option("--resume", is_flag=True, envvar=_env("resume"),
+              help="Continue the -o document of an earlier, interrupted attempt of this same sweep "
+                   "(a launcher's restart): what it holds is not measured again. Without one, start afresh.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, oversubscribe, progress, **transport_options):
+          pattern, nprocs, output, force, timeout, addr, oversubscribe, resume, progress,
+          **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -84,6 +88,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
+                      resume=resume,
                       options={k: v for k, v in transport_options.items() if k in mine})
     info = detect()
     if nprocs is None:
@@ -91,6 +96,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     if info.launcher == "single" and nprocs > 1:
         cls = resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
         check_host(cls, max(cfg.sizes), nprocs, nprocs, spawning=True, oversubscribe=oversubscribe)
+        check_resumable(cfg, nprocs)
         with local_run(cfg):
             code = spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
                                timeout=timeout, results_path=output)

@@ -1,0 +1,61 @@
+"""`sweep --resume`: an interrupted run's document is continued, never re-measured or duplicated."""
+import collections
+import json
+
+import pytest
+
+from comm_bench import resume
+from comm_bench.errors import UsageError
+
+from cbtest import assert_no_traceback, load_results, run_cli
+
+ARGS = ["sweep", "-t", "tcp", "--nprocs", "3", "-b", "4K", "-e", "64K", "-f", "4", "-n", "5", "-w", "1",
+        "--no-progress", "--resume"]
+
+
+def keys(doc):
+    return collections.Counter(resume.record_key(r) for r in doc["results"])
+
+
+def test_resume_continues_an_interrupted_document(tmp_path):
+    out = tmp_path / "r.json"
+    run_cli(*ARGS, "-o", out, check_rc=0)          # no document yet: --resume starts afresh
+    full = load_results(out)
+    assert "resumed" not in full and len(full["results"]) == 6 * 3
+    # what a killed run leaves: the first records, status failed
+    cut = dict(full, results=full["results"][:4], status="failed",
+               failure={"rank": 1, "host": "h", "reason": "killed"})
+    out.write_text(json.dumps(cut))
+    run_cli(*ARGS, "-o", out, check_rc=0)
+    doc = load_results(out)
+    assert doc["status"] == "ok" and keys(doc) == keys(full)        # every record once
+    assert doc["results"][:4] == full["results"][:4]                # kept, not measured again
+    [entry] = doc["resumed"]
+    assert entry["records_kept"] == 4 and entry["previous_status"] == "failed"
+    assert entry["previous_failure"]["reason"] == "killed" and entry["previous_run_id"] == full["run_id"]
+    assert entry["after"] == {k: full["results"][3].get(k) for k in ("op", "size", "src", "dst", "round")}
+    assert doc["started"] == full["started"] and doc["run_id"] != full["run_id"]
+    run_cli("validate", out, check_rc=0)            # the schema takes the resumed document
+
+
+def test_resume_refuses_another_sweeps_document(tmp_path):
+    out = tmp_path / "r.json"
+    run_cli(*ARGS, "-o", out, check_rc=0)
+    before = out.read_bytes()
+    p = run_cli(*[a if a != "64K" else "256K" for a in ARGS], "-o", out)
+    assert p.returncode == 2 and "--resume" in p.stderr and "sizes" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert_no_traceback(p)
+    assert out.read_bytes() == before
+
+
+def test_kept_records_follow_their_hosts_when_ranks_are_renumbered():
+    """torchrun's c10d rendezvous may give a host another rank after a restart."""
+    old = {"ranks": [{"rank": 0, "host": "a", "local_rank": 0}, {"rank": 1, "host": "b", "local_rank": 0}],
+           "results": [{"op": "sendrecv", "size": 8, "src": 0, "dst": 1, "src_host": "a", "dst_host": "b"}]}
+    new = {"ranks": [{"rank": 0, "host": "b", "local_rank": 0}, {"rank": 1, "host": "a", "local_rank": 0}]}
+    [rec] = resume.renumbered(old, new, "r.json")
+    assert (rec["src"], rec["dst"], rec["src_host"], rec["dst_host"]) == (1, 0, "a", "b")
+    with pytest.raises(UsageError, match="rank 1 on b"):
+        resume.renumbered(old, {"ranks": [{"rank": 0, "host": "a", "local_rank": 0},
+                                          {"rank": 1, "host": "c", "local_rank": 0}]}, "r.json")
