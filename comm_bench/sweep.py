@@ -82,6 +82,7 @@ def resolve(cfg: SweepConfig, world_size: int):
     if not 0 < cfg.timeout <= MAX_TIMEOUT_S:  # also refuses nan and inf
         raise UsageError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:.0f} seconds "
                          f"(got {cfg.timeout})")
+    cfg.options = {**cfg.options, **cls.resolve_options(cfg.options)}
     cls.check_options(cfg.options, max(cfg.sizes))
     if cfg.pattern is None:
         collective = "collective" in cls.patterns and all(ops_mod.get(o).collective for o in cfg.ops)

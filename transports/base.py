@@ -41,17 +41,50 @@ class Option:
     ctx.options[dest] where dest is the flag without dashes, '-' -> '_'.
     Each also reads its default from COMM_BENCH_<DEST> (upper case).
     type: str, int, float, or bool (a plain on/off flag).
+    choices / low / high: what a value may be; Transport.resolve_options checks every
+    option against them once, before any rank starts (one line naming the flag, exit 2).
     """
     flag: str
     type: type = str
     default: Any = None
     help: str = ""
     aliases: tuple = ()      # other spellings, e.g. ("-G",) for --cudagraph
-
+    choices: tuple = ()      # allowed values (str options; compared in lower case)
+    low: Any = None          # smallest allowed value (int/float options)
+    high: Any = None         # largest allowed value
 
     @property
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
+
+    def checked(self, value):
+        """The value in its type, or UsageError naming the flag and what it may be."""
+        if value is None or self.type is bool:
+            return bool(value) if self.type is bool else None
+        try:
+            value = self.type(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{self.flag} {value!r}: not a{'n' if self.type is int else ''} "
+                             f"{self.type.__name__}") from None
+        if self.choices:
+            value = str(value).lower()
+            if value not in self.choices:
+                raise UsageError(f"{self.flag} {value!r}: choose one of {', '.join(self.choices)}")
+        if self.type in (int, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise UsageError(f"{self.flag} {value}: not a finite number")
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                raise UsageError(f"{self.flag} {value}: must be {self._range()}")
+        return value
+
+    def _range(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{self.low} to {self.high}"
+        return f"at least {self.low}" if self.low is not None else f"at most {self.high}"
+
+
+# The one --gpu option every GPU transport shares (comm_bench.transports.cuda.pick_gpu reads it).
+GPU_OPTION = Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)", low=-1, high=1023)
 
 
 @dataclass
@@ -142,9 +175,17 @@ class Transport:
         return 2 * max_bytes if cls.buffers in ("gpu", "both") else 0
 
     @classmethod
+    def resolve_options(cls, raw: dict) -> dict:
+        """This transport's options, each in its type with its default filled in and
+        checked against its declaration (Option.checked): the sweep calls it before any
+        rank starts, and setup() reads ctx.options, which holds the same values."""
+        raw = raw or {}
+        return {o.dest: o.checked(o.default if raw.get(o.dest) is None else raw[o.dest]) for o in cls.options}
+
+    @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
-        """Reject bad transport options once, before any rank starts (raise
-        UsageError or TransportUnavailable); setup() may parse them again."""
+        """Checks that involve more than one option or the sweep's sizes (each option's own
+        type, range and choices are declared on it); raise UsageError or TransportUnavailable."""
 
     def setup(self, ctx: RankContext) -> None:
         self.ctx = ctx

@@ -19,7 +19,7 @@ between ranks go through CUDA IPC, so the ranks of a pair must share a host;
 from __future__ import annotations
 
 from .. import ops as ops_mod
-from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 HOST_OPS = ("h2d", "d2h", "bidir")
 LOCAL_OPS = HOST_OPS + ("d2d",)
@@ -102,11 +102,12 @@ class CudaCopyTransport(Transport):
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES  # copies move bytes; the dtype only sets the count column
     options = (
-        Option("--copy", str, "ce", "copy by: ce (copy engine, cudaMemcpyAsync) or sm (SM copy kernel)"),
-        Option("--host-mem", str, "pinned", "host buffers: pinned or pageable"),
+        Option("--copy", str, "ce", "copy by: ce (copy engine, cudaMemcpyAsync) or sm (SM copy kernel)",
+               choices=("ce", "sm")),
+        Option("--host-mem", str, "pinned", "host buffers: pinned or pageable", choices=("pinned", "pageable")),
         Option("--numa", int, -1, "NUMA node of host buffers: -1 the GPU's node (where there are "
-                                  "several), -2 leave placement to the OS"),
-        Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),
+                                  "several), -2 leave placement to the OS", low=-2, high=1023),
+        GPU_OPTION,
     )
 
     @classmethod
@@ -122,13 +123,8 @@ class CudaCopyTransport(Transport):
 
         self.ctx = ctx
         mod = self.mod = require("_cuda")
-        o = ctx.options
-        self.method = (o.get("copy") or "ce").lower()
-        self.host_mem = (o.get("host_mem") or "pinned").lower()
-        if self.method not in ("ce", "sm"):
-            raise TransportUnavailable(f"--copy must be ce or sm (got '{self.method}')")
-        if self.host_mem not in ("pinned", "pageable"):
-            raise TransportUnavailable(f"--host-mem must be pinned or pageable (got '{self.host_mem}')")
+        o = self.resolve_options(ctx.options)
+        self.method, self.host_mem = o["copy"], o["host_mem"]
         if self.method == "sm" and self.host_mem == "pageable" and any(op in HOST_OPS for op in ctx.ops):
             raise TransportUnavailable("an SM copy kernel cannot read pageable host memory: "
                                        "use --host-mem pinned with --copy sm")

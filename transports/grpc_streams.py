@@ -106,9 +106,10 @@ class GrpcTransport(Transport):
     modes = ("bw", "lat")
     dtypes = ("float32", "uint8")
     options = (
-        Option("--streams", int, 1, "parallel streams per pair (gRPC: HTTP/2 streams on one channel)"),
+        Option("--streams", int, 1, "parallel streams per pair (gRPC: HTTP/2 streams on one channel)",
+               low=1, high=1024),
         Option("--grpc-port", int, 0, "port of rank 0's gRPC server; rank r uses port + local_rank "
-                                      "(0: any free port)"),
+                                      "(0: any free port)", low=0, high=65535),
         Option("--grpc-bind-all", bool, False, "bind the gRPC server to all interfaces "
                                                "(default: only the rank's address)"),
         Option("--grpc-max-message", str, "", "gRPC max send/receive message size, e.g. 64M "
@@ -116,8 +117,10 @@ class GrpcTransport(Transport):
         Option("--grpc-window", str, "", "HTTP/2 flow-control window per stream, e.g. 4M "
                                          "(grpc.http2.lookahead_bytes; default: gRPC's)"),
         Option("--grpc-no-bdp", bool, False, "turn off HTTP/2 BDP probing (fixed window)"),
-        Option("--grpc-compression", str, "none", "gRPC compression: none, gzip or deflate"),
-        Option("--grpc-keepalive", float, 0.0, "HTTP/2 keepalive ping interval in seconds (0: off)"),
+        Option("--grpc-compression", str, "none", "gRPC compression: none, gzip or deflate",
+               choices=("none", "gzip", "deflate")),
+        Option("--grpc-keepalive", float, 0.0, "HTTP/2 keepalive ping interval in seconds (0: off)",
+               low=0, high=86400),
         Option("--tls-cert", str, None, "PEM certificate chain of this rank (turns TLS on)"),
         Option("--tls-key", str, None, "PEM private key for --tls-cert"),
         Option("--tls-ca", str, None, "PEM CA bundle that peers' certificates must chain to "
@@ -153,8 +156,6 @@ class GrpcTransport(Transport):
     def _read_options(self, options: dict, max_bytes: int) -> None:
         o = options or {}
         self._streams = int(o.get("streams") or 1)
-        if self._streams < 1:
-            raise TransportUnavailable("--streams must be at least 1")
         self._port = int(o.get("grpc_port") or 0)
         self._bind_all = bool(o.get("grpc_bind_all"))
         fit = max(int(max_bytes or 0), 4 * 1024 * 1024) + _SLACK
@@ -166,10 +167,7 @@ class GrpcTransport(Transport):
                 f"--grpc-max-message {given}; raise --grpc-max-message or lower -e/--maxbytes")
         self._window = parse_size(o.get("grpc_window"), "--grpc-window")
         self._bdp = not bool(o.get("grpc_no_bdp"))
-        comp = (o.get("grpc_compression") or "none").lower()
-        if comp not in ("none", "gzip", "deflate"):
-            raise TransportUnavailable(f"--grpc-compression '{comp}': choose none, gzip or deflate")
-        self._compression_name = comp
+        self._compression_name = (o.get("grpc_compression") or "none").lower()
         self._keepalive = float(o.get("grpc_keepalive") or 0.0)
         cert, key, ca = o.get("tls_cert"), o.get("tls_key"), o.get("tls_ca")
         self._tls = None
@@ -476,9 +474,12 @@ class GrpcTransport(Transport):
         samples = [(stamps[i + 1] - stamps[i]) / 1e3 for i in range(iters)]   # round trips, us
         return RunResult(samples, 0, {"streams": 1}, round_trip=True)
 
-    def _split(self, iters: int) -> list:
+    def _split(self, iters: int, warmup: int) -> tuple:
+        """(timed, warm-up) messages per stream: as many streams as there are timed
+        messages (at most --streams), each stream's warm-up share over the same streams."""
         k = min(self._streams, max(1, iters))
-        return [iters // k + (1 if s < iters % k else 0) for s in range(k)]
+        share = lambda n: [n // k + (1 if s < n % k else 0) for s in range(k)]  # noqa: E731
+        return share(iters), share(warmup)
 
     @staticmethod
     def _gen(payload: bytes, warm: int, n: int, stamps: list):
@@ -499,9 +500,7 @@ class GrpcTransport(Transport):
     def _push(self, stub, peer: int, nbytes: int, iters: int, warmup: int, esize: int) -> RunResult:
         push = stub["Push"]
         payload = self._payload("push", nbytes)
-        counts = self._split(iters)
-        warms = self._split(warmup) if warmup else [0] * len(counts)
-        warms += [0] * (len(counts) - len(warms))
+        counts, warms = self._split(iters, warmup)
         stamp_lists = [[0] * c for c in counts]
         timeout = self.ctx.timeout
         if len(counts) == 1:
@@ -527,9 +526,7 @@ class GrpcTransport(Transport):
     def _bidir(self, stub, peer: int, nbytes: int, iters: int, warmup: int, esize: int) -> RunResult:
         bidir = stub["Bidir"]
         payload = self._payload("bidir-cli", nbytes)
-        counts = self._split(iters)
-        warms = self._split(warmup) if warmup else [0] * len(counts)
-        warms += [0] * (len(counts) - len(warms))
+        counts, warms = self._split(iters, warmup)
         stamp_lists = [[0] * c for c in counts]
         timeout = self.ctx.timeout
         calls = [bidir(self._gen(payload, w, c, st), metadata=self._meta(nbytes, w + c), timeout=timeout)

@@ -17,7 +17,7 @@ import os
 
 from .. import ops as ops_mod
 from ..ops import ROOT
-from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 
 
@@ -95,9 +95,9 @@ class NcclTransport(Transport):
         Option("--nccl-lib", str, None, "libnccl to load (default: the nvidia-nccl wheel, torch's, "
                                         "then the system's libnccl.so.2)"),
         Option("--cudagraph", int, 0, "nccl-tests' -G: capture the timed iterations in a CUDA graph "
-                                      "and launch it N times (0: off)", aliases=("-G",)),
+                                      "and launch it N times (0: off)", aliases=("-G",), low=0, high=100000),
         Option("--in-place", bool, False, "in-place ops (output buffer = input buffer)"),
-        Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),
+        GPU_OPTION,
     )
 
     @classmethod

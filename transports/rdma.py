@@ -56,15 +56,18 @@ class RdmaTransport(Transport):
     options = (
         Option("--device", str, None, "RDMA device (e.g. mlx5_0); a comma list = one per local rank; "
                "'auto' = a NUMA-local device; default: the first device"),
-        Option("--ib-port", int, 1, "port of the RDMA device"),
-        Option("--gid-index", int, None, "GID index (default: RoCE v2 IPv4 GID on Ethernet, LID on InfiniBand)"),
-        Option("--qps", int, 1, "RC queue pairs per peer (bw ops are spread over them)"),
-        Option("--tx-depth", int, 128, "outstanding sends per queue pair (perftest -t)"),
-        Option("--rx-depth", int, 512, "posted receives per queue pair (send, write_imm)"),
-        Option("--cq-mod", int, 100, "signal one completion every N sends (perftest -Q)"),
+        Option("--ib-port", int, 1, "port of the RDMA device", low=1, high=255),
+        Option("--gid-index", int, None, "GID index (default: RoCE v2 IPv4 GID on Ethernet, LID on InfiniBand)",
+               low=-1, high=255),
+        # upper bounds: far above what perftest users set, low enough that a typo cannot
+        # ask the NIC for millions of queue entries
+        Option("--qps", int, 1, "RC queue pairs per peer (bw ops are spread over them)", low=1, high=1024),
+        Option("--tx-depth", int, 128, "outstanding sends per queue pair (perftest -t)", low=1, high=16384),
+        Option("--rx-depth", int, 512, "posted receives per queue pair (send, write_imm)", low=1, high=16384),
+        Option("--cq-mod", int, 100, "signal one completion every N sends (perftest -Q)", low=1, high=65536),
         Option("--bidir", bool, False, "bw: both ranks of a pair send at the same time (perftest -b)"),
         Option("--inline-size", int, None, "inline messages up to this size (default as perftest: "
-               "220/236 B for latency, 0 for bandwidth)"),
+               "220/236 B for latency, 0 for bandwidth)", low=0, high=4096),
         Option("--use-dmabuf", bool, False, "GPU memory through dma-buf (GPUDirect RDMA): NOT WORKING YET"),
     )
 
@@ -92,12 +95,10 @@ class RdmaTransport(Transport):
         from .. import _native, rdma_sysfs
 
         self.ctx = ctx
-        opt = _options(ctx.options)
+        opt = self.resolve_options(ctx.options)
         self.opt = opt
         if opt["use_dmabuf"]:
             raise TransportUnavailable(f"--use-dmabuf: {rdma_sysfs.GPU_MEMORY_NOTE}")
-        if opt["qps"] < 1 or opt["tx_depth"] < 1 or opt["rx_depth"] < 1 or opt["cq_mod"] < 1:
-            raise TransportUnavailable("rdma: --qps, --tx-depth, --rx-depth and --cq-mod must be >= 1")
         mod = _native.require("_ibverbs")
         devs = mod.device_names() or rdma_sysfs.devices()
         if not devs:
@@ -262,8 +263,3 @@ class RdmaTransport(Transport):
                 "gpu_memory": rdma_sysfs.GPU_MEMORY_NOTE}
 
 
-def _options(raw: dict) -> dict:
-    """The transport's options with defaults filled in (the sweep may omit some)."""
-    out = {o.dest: o.default for o in RdmaTransport.options}
-    out.update({k: v for k, v in (raw or {}).items() if k in out and v is not None})
-    return out

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from .. import ops as ops_mod
 from ..ops import ROOT
-from .base import TEST_CORRUPT_CHECK, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import GPU_OPTION, TEST_CORRUPT_CHECK, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
 
@@ -25,7 +25,7 @@ class TorchNcclTransport(Transport):
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES
-    options = (Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)"),)
+    options = (GPU_OPTION,)
 
     @classmethod
     def default_ranks(cls) -> int:
@@ -56,17 +56,9 @@ class TorchNcclTransport(Transport):
         import torch.distributed as dist
 
         self.ctx, self.torch, self.dist = ctx, torch, dist
-        count = torch.cuda.device_count()
-        req = ctx.options.get("gpu")
-        if req is not None and int(req) >= 0:
-            if int(req) >= count:
-                raise TransportUnavailable(f"rank {ctx.rank}: --gpu {req} does not exist ({count} GPU(s))")
-            self.dev = int(req)
-        elif ctx.local_rank < count:
-            self.dev = ctx.local_rank
-        else:
-            raise TransportUnavailable(f"rank {ctx.rank}: local rank {ctx.local_rank} has no GPU of its own "
-                                       f"({count} on {ctx.host}): run at most {count} rank(s) per host")
+        from .cuda import pick_gpu
+
+        self.dev = pick_gpu(ctx, ctx.options.get("gpu"), torch.cuda.device_count())
         torch.cuda.set_device(self.dev)
         self.device = torch.device("cuda", self.dev)
         try:

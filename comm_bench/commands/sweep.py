@@ -32,6 +32,14 @@ def _transport_options(func):
     return func
 
 
+def _refuse_foreign_options(ctx, transport, mine):
+    """An option of another transport given on the command line (`-t tcp --qps 4`) is a
+    mistake to say, not a setting to ignore (defaults and environment values are fine)."""
+    for opt, users in registry.all_options():
+        if opt.dest not in mine and ctx.get_parameter_source(opt.dest) == click.core.ParameterSource.COMMANDLINE:
+            raise UsageError(f"{opt.flag} is an option of {', '.join(users)}, not of -t {transport}")
+
+
 @click.command(context_settings={"show_default": True})
 @click.option("-t", "--transport", default="tcp", envvar=_env("transport"),
               help=f"One of: {', '.join(registry.transports())} (see `comm-bench list`). "
@@ -84,6 +92,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
         raise UsageError(f"-c/--check takes 0 or 1 (got '{check}')")
     ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [cls.ops[0]])
     mine = {o.dest for o in cls.options}
+    _refuse_foreign_options(click.get_current_context(), transport, mine)
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
