@@ -1,7 +1,7 @@
 """Link-level utilisation heatmaps from a results document.
 
 Each cell is one (src, dst) pair: utilisation = measured bandwidth / theoretical rate of
-the link class the pair crosses (comm_bench.topology.pairs). Where no theoretical rate
+the link class the pair crosses (comm_bench.topology.linkmap). Where no theoretical rate
 is known (loopback, virtual interfaces) the cell is relative to the best pair of the same
 class in that panel, and the legend says so. One panel per size class; N/A where
 nothing was measured. Axes: ranks, GPUs, NICs or hosts (--by), labelled host:device.
@@ -106,7 +106,7 @@ def pick_op(recs, op=None):
 def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
     import numpy as np
 
-    from .topology.pairs import LinkMap
+    from .topology.linkmap import LinkMap
 
     if by not in BY_CHOICES:
         raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")

@@ -62,7 +62,7 @@ def check_host(cls, max_bytes: int, world_size: int, local_ranks: int, *, spawni
 
 def _gpu_free() -> list:
     try:
-        from .nvml import free_memory
+        from .nvml_counters import free_memory
         return free_memory()
     except Exception:  # noqa: BLE001 - unknown GPU memory is not checked (the transport reports it)
         return []

@@ -38,7 +38,7 @@ def curve_key(name, rec, several):
 def build(named_docs, ops=None):
     """[(name, doc)] -> (curves, rates). curves: {(run, label): {"mode", "sizes": [...],
     "gbs": [median], "gbs_lo", "gbs_hi", "us": [median]}}; rates: {"class": GB/s}."""
-    from .topology.pairs import LinkMap
+    from .topology.linkmap import LinkMap
 
     several = len(named_docs) > 1
     points, rates = {}, {}

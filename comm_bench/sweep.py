@@ -22,7 +22,7 @@ from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
-from .pairs import PATTERNS, my_pair, schedule
+from .schedule import PATTERNS, my_pair, schedule
 from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document

@@ -4,7 +4,7 @@
     report["status"]  -> "pass" | "fail";  report["findings"] -> [finding, ...]
 
 Checks, on pair bandwidth records of at least rules.min_size, per op, size and link class
-(comm_bench.topology.pairs):
+(comm_bench.topology.linkmap):
   1. expected minimum: theoretical rate x efficiency, or an absolute floor (rules);
   2. robust outliers among peers (median / MAD), first per rank (the median of its
      pairs relative to their peers, so one bad host cannot drag the reference down even
@@ -202,7 +202,7 @@ def robust_low(values, z, ratio):
 
 # ----------------------------------------------------------------------------- check
 def check(doc, rules=None):
-    from .topology.pairs import LinkMap
+    from .topology.linkmap import LinkMap
 
     rules = rules or load_rules()
     transport = (doc.get("transport") or "").lower()

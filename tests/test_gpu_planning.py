@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from comm_bench import nvml, ops, registry
-from comm_bench.pairs import schedule
+from comm_bench import nvml_counters as nvml, ops, registry
+from comm_bench.schedule import schedule
 from comm_bench.transports.base import RankContext, TransportUnavailable
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -3,7 +3,7 @@ from the transport registry, so a GPU transport's cross-host pairs get their NIC
 import pytest
 
 from comm_bench import registry
-from comm_bench.topology.pairs import LinkMap
+from comm_bench.topology.linkmap import LinkMap
 from comm_bench.transports.base import LINK_KINDS
 from test_heatmap import make_doc
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from comm_bench.errors import UsageError
-from comm_bench.topology.pairs import LinkMap
+from comm_bench.topology.linkmap import LinkMap
 from comm_bench.validate import check, load_rules
 
 from cbtest import assert_no_traceback, run_cli

@@ -322,7 +322,7 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from comm_bench import nvml
+    from comm_bench import nvml_counters as nvml
     from comm_bench._native import require
 
     mod = require("_cuda")

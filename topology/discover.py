@@ -21,7 +21,7 @@ import time
 from ..netutil import iface_addrs
 from . import links as L
 from . import matrix as M
-from .nvml import read_nvml
+from .nvml_snapshot import read_nvml
 from .sysfs import read_infiniband, read_net, read_numa, read_pci
 
 SCHEMA = 1

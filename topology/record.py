@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from .nvml import read_nvml
+from .nvml_snapshot import read_nvml
 from .sysfs import BDF_RE, ROOT_RE, _listdir
 
 PCI_ATTRS = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device",

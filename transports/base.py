@@ -134,7 +134,7 @@ class RunResult:
     peak_gbps: Optional[float] = None
 
 
-# What a transport's data crosses between hosts, which decides a pair's link (topology/pairs.py):
+# What a transport's data crosses between hosts, which decides a pair's link (topology/linkmap.py):
 #   "cpu":  host memory through the kernel's network stack (the NIC holding the rank's address)
 #   "rdma": host memory through an RDMA NIC (a cross-host pair with no NIC known is "ib")
 #   "gpu":  GPU memory; across hosts through the NIC nearest the GPU (what NCCL picks)

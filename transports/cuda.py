@@ -81,7 +81,7 @@ def pick_gpu(ctx: RankContext, requested, count: int) -> int:
 
 def gpu_description(mod, dev: int) -> dict:
     """What the results record about a GPU: CUDA's view plus NVML's links."""
-    from .. import nvml
+    from .. import nvml_counters as nvml
 
     info = dict(mod.device_info(dev))
     info["cuda_driver"] = mod.driver_version()
@@ -173,7 +173,7 @@ class CudaCopyTransport(Transport):
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
-        from .. import nvml
+        from .. import nvml_counters as nvml
 
         if op in PEER_OPS:
             if peer is None:
@@ -241,7 +241,7 @@ class CudaCopyTransport(Transport):
             del bench
 
     def describe(self) -> dict:
-        from .. import nvml
+        from .. import nvml_counters as nvml
 
         info = getattr(self, "info", {}) or {}
         return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": info,

@@ -8,7 +8,7 @@ import os
 
 from ..errors import UsageError
 from ..topology import links as L
-from ..topology.pairs import LinkMap
+from ..topology.linkmap import LinkMap
 
 # Dense bf16 tensor-core peak (TFLOPS) by GPU name, from NVIDIA's data sheets
 # (H100/H200 SXM 989, A100 312, L40S 362, B200 2250, V100 fp16 125); fp32 runs at half

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..topology.pairs import LinkMap
+from ..topology.linkmap import LinkMap
 from .collectives import OPS, P2P_OPS, terms
 
 SCOPES = ("intra-node", "inter-node")

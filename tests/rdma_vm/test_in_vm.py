@@ -9,7 +9,7 @@ import time
 import pytest
 from minirun import run_ranks
 
-from comm_bench.pairs import my_pair, schedule
+from comm_bench.schedule import my_pair, schedule
 
 OPS = ("write", "read", "send", "write_imm")
 SIZES = (2, 4096, 65536, 1 << 20)

@@ -1,6 +1,6 @@
 import pytest
 
-from comm_bench.pairs import my_pair, round_robin, schedule
+from comm_bench.schedule import my_pair, round_robin, schedule
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
