@@ -9,7 +9,7 @@ size.
 from __future__ import annotations
 
 from .compare import change, summarise
-from .records import human_size
+from .sizes import human_size
 from .validate import _finding, parse_size
 
 DEFAULT_TOLERANCE = 0.10

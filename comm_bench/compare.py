@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import statistics
 
-from .records import human_size, measured_gbs
+from .records import measured_gbs
+from .sizes import human_size
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}

@@ -8,7 +8,7 @@ import math
 
 from .errors import UsageError
 from .heatmap import legend_text
-from .records import human_size
+from .sizes import human_size
 
 
 def mpl():

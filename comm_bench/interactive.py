@@ -13,7 +13,7 @@ import math
 
 from .errors import UsageError
 from .html_base import e, page as html_page
-from .records import human_size
+from .sizes import human_size
 
 HOVER_CELLS_MAX = 256 * 256   # beyond this, hover shows indices + values (labels in the table)
 

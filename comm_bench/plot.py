@@ -17,7 +17,8 @@ import statistics
 
 from .errors import UsageError
 from .heatmap_png import mpl
-from .records import human_size, measured_gbs
+from .records import measured_gbs
+from .sizes import human_size
 
 
 def _median_lat(rec):

@@ -1,6 +1,6 @@
 """Records as the readers see them: a pair's measured bandwidth, pair records (with the
-reverse direction of a bidirectional record), and the size label of a table or a panel.
-Everything that reads results documents (heatmap, validate, compare, plot, report) takes
+reverse direction of a bidirectional record).
+Sizes are labelled with comm_bench.sizes.human_size. Everything that reads results documents (heatmap, validate, compare, plot, report) takes
 these from here, so no reader depends on another reader.
 """
 from __future__ import annotations
@@ -47,11 +47,3 @@ def pair_records(doc):
                         dst_device=rec.get("src_device"), algbw=back, busbw=back,
                         extra={"reverse_direction_of": f"{rec['src']}->{rec['dst']}"}))
     return out
-
-
-def human_size(n):
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f and n % (f // 1024 or 1) == 0:
-            v = n / f
-            return f"{v:g}{unit}" if v >= 1 else f"{n}B"
-    return f"{n}B"

@@ -17,7 +17,7 @@ MATRIX_COLOURS = {"X": "#eeeeee", "PIX": "#c8e6c9", "PXB": "#dcedc8", "PHB": "#f
 def _heat_section(data):
     from .heatmap import legend_text
     from .heatmap_png import png_data_uri
-    from .records import human_size
+    from .sizes import human_size
     import numpy as np
     parts = [f"<img class=\"heat\" id=\"heatmap\" alt=\"utilisation heatmap\" src=\"{png_data_uri(data)}\">",
              f"<p class=\"meta\">{e(legend_text(data))}</p>"]
@@ -136,7 +136,7 @@ def _topology(doc):
 
 
 def _results_tables(doc):
-    from .records import human_size
+    from .sizes import human_size
     recs = [r for r in doc.get("results") or [] if isinstance(r, dict)]
     groups = {}
     for r in recs:

@@ -25,6 +25,7 @@ def parse_size(text, what: str = "size") -> int:
 
 
 def format_size(nbytes: int) -> str:
+    """The size in -b/-e syntax, exactly (1536 -> "1536"): for messages a user may paste back."""
     for unit in ("G", "M", "K"):
         if nbytes >= _UNITS[unit] and nbytes % _UNITS[unit] == 0:
             return f"{nbytes // _UNITS[unit]}{unit}"
@@ -52,3 +53,12 @@ def size_range(minbytes, maxbytes, stepfactor=2.0) -> list:
         nxt = int(size * f)
         size = nxt if nxt > size else size + 1
     return out
+
+
+def human_size(n):
+    """A short label for tables and panels (1536 -> "1.5K", 8 -> "8B")."""
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= f and n % (f // 1024 or 1) == 0:
+            v = n / f
+            return f"{v:g}{unit}" if v >= 1 else f"{n}B"
+    return f"{n}B"

@@ -20,13 +20,14 @@ import copy
 import json
 import math
 import os
-import re
 import statistics
 from xml.sax.saxutils import escape, quoteattr
 
+from . import sizes
 from .errors import UsageError
-from .records import human_size, measured_gbs, pair_records
+from .records import measured_gbs, pair_records
 from .results import load as load_results
+from .sizes import human_size
 from .safefile import read_bounded
 
 DEFAULT_RULES = {
@@ -57,14 +58,14 @@ class NothingToCheck(UsageError):
 
 # ----------------------------------------------------------------------------- rules
 def parse_size(v):
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if not math.isfinite(v) or v < 0:
-            raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)")
-        return int(v)
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGkmg]?)i?B?\s*$", str(v))
-    if not m:
-        raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)")
-    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()])
+    """A rules size: a YAML integer or the sweep's own size syntax (comm_bench.sizes), so
+    rules and -b/-e accept the same sizes."""
+    try:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise UsageError("not a size")
+        return sizes.parse_size(v)
+    except UsageError:
+        raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)") from None
 
 
 def _merge(base, over):
@@ -543,7 +544,7 @@ def write_junit(report, path):
     for k in FINDING_KINDS:
         cases.append((k, by_kind.get(k, [])))
     nfail = sum(1 for _, fs in cases if fs)
-    xml = [f'<?xml version="1.0" encoding="UTF-8"?>',
+    xml = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<testsuite name="comm-bench validate" tests="{len(cases)}" failures="{nfail}" errors="0">']
     for name, fs in cases:
         xml.append(f'  <testcase classname="comm-bench.validate" name={quoteattr(name)}>')
