@@ -56,6 +56,7 @@ class SweepConfig:
     force: bool = False          # replace an -o file that is not a comm-bench document
     oversubscribe: bool = False
     resume: bool = False         # continue an earlier attempt's -o document (resume.py)
+    waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -65,7 +66,7 @@ def resolve(cfg: SweepConfig, world_size: int):
     if not ok:
         raise TransportUnavailable(f"transport '{cfg.transport}' is not available here: {why}")
     for op in cfg.ops:
-        if op not in cls.ops:
+        if op not in cls.ops:  # a typo, not a waiver
             raise UsageError(f"transport '{cfg.transport}' has no op '{op}'; it has: {', '.join(cls.ops)}")
     if cfg.mode not in cls.modes:
         raise UsageError(f"transport '{cfg.transport}' has no mode '{cfg.mode}'; it has: {', '.join(cls.modes)}")
@@ -94,6 +95,15 @@ def resolve(cfg: SweepConfig, world_size: int):
                          f"it runs: {', '.join(cls.patterns)}")
     if cfg.pattern != "collective" and world_size < 2:
         raise UsageError(f"--pattern {cfg.pattern} needs at least 2 ranks (use --nprocs 2 or a launcher)")
+    # ops this pattern and mode cannot run are waived (recorded with the reason), unless none can
+    if not cfg.ops:  # no --op given: the first op this pattern and mode run
+        cfg.ops = [next((op for op in cls.ops if not cls.supports(op, cfg.pattern, cfg.mode)), cls.ops[0])]
+    reasons = {op: cls.supports(op, cfg.pattern, cfg.mode) for op in cfg.ops}
+    runnable = [op for op in cfg.ops if not reasons[op]]
+    if not runnable:
+        raise UsageError(reasons[cfg.ops[0]])
+    cfg.waived = cfg.waived or [{"op": op, "reason": why} for op, why in reasons.items() if why]
+    cfg.ops = runnable
     return cls
 
 
@@ -281,6 +291,9 @@ class _RankRun:
 
     # -- the loops --------------------------------------------------------------
     def _sweep(self):
+        if self.rank == 0:
+            for w in self.cfg.waived:
+                self.progress.line(f"# waived: {w['op']}: {w['reason']}")
         for op in self.cfg.ops:
             if self.rank == 0:
                 self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode,

@@ -152,12 +152,34 @@ class Transport:
     modes: ClassVar[tuple] = ("bw",)        # "bw" streaming, "lat" ping-pong
     dtypes: ClassVar[tuple] = ("float32",)
     options: ClassVar[tuple] = ()           # Option(...) entries for the sweep command
+    # ops a pattern runs (None: every op of the transport): e.g. a collective library's pair
+    # patterns measure sendrecv between two ranks, and cuda's peer copies need a pair
+    pair_ops: ClassVar[Optional[tuple]] = None
+    collective_ops: ClassVar[Optional[tuple]] = None
     buffers: ClassVar[str] = "host"         # where a rank's send/receive buffers live: host|gpu|both
 
     @classmethod
     def probe(cls) -> tuple:
         """(ok, reason): can this transport run here? Never raises."""
         return True, ""
+
+    @classmethod
+    def supports(cls, op: str, pattern: str, mode: str) -> str:
+        """"" when this transport runs `op` with `pattern` in `mode`, else why not (one line
+        that says what to run instead). The sweep waives an op it cannot run and records why."""
+        if op not in cls.ops:
+            return f"{cls.name} has no op '{op}'; it has: {', '.join(cls.ops)}"
+        if pattern not in cls.patterns:
+            return f"{cls.name} does not run --pattern {pattern}; it runs: {', '.join(cls.patterns)}"
+        if mode not in cls.modes:
+            return f"{cls.name} has no mode '{mode}'; it has: {', '.join(cls.modes)}"
+        if pattern == "collective" and cls.collective_ops is not None and op not in cls.collective_ops:
+            return (f"{op} moves data between two ranks: run it with --pattern pair, pairwise or "
+                    f"pairwise-concurrent")
+        if pattern != "collective" and cls.pair_ops is not None and op not in cls.pair_ops:
+            return (f"--pattern {pattern} runs {', '.join(cls.pair_ops)} between two ranks; {op} "
+                    f"runs on all ranks together: use --pattern collective")
+        return ""
 
     @classmethod
     def default_ranks(cls) -> int:

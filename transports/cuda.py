@@ -99,6 +99,7 @@ class CudaCopyTransport(Transport):
     link_kind = "gpu"
     ops = LOCAL_OPS + PEER_OPS
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    pair_ops, collective_ops = PEER_OPS, LOCAL_OPS  # peer copies need a pair; the others one GPU each
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES  # copies move bytes; the dtype only sets the count column
     options = (
@@ -175,16 +176,11 @@ class CudaCopyTransport(Transport):
             peer=None, role=None) -> RunResult:
         from .. import nvml_counters as nvml
 
+        # (which pattern runs which op: pair_ops / collective_ops, checked by the sweep)
         if op in PEER_OPS:
-            if peer is None:
-                raise TransportUnavailable(f"op {op} copies between two ranks' GPUs: use --pattern "
-                                           "pair, pairwise or pairwise-concurrent with 2 or more ranks")
             if role == "dst" and op != "peer_bidir":
                 return RunResult([], 0, {})  # the source drives (and checks) the copy
             slot = self._peer_slot(peer)
-        elif peer is not None:
-            raise TransportUnavailable(f"op {op} runs on each rank's own GPU: use --pattern collective "
-                                       "(--gpu and --numa choose the GPU and the host memory's node)")
         else:
             slot = -1
         bus = [self.info.get("pci_bus_id")]

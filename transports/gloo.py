@@ -20,6 +20,7 @@ class GlooTransport(Transport):
     link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")
     dtypes = tuple(d for d in ops_mod.ALL_DTYPES if d != "float16")  # as since the first version
 

@@ -150,6 +150,12 @@ class GrpcTransport(Transport):
 
     # -- setup ---------------------------------------------------------------
     @classmethod
+    def supports(cls, op: str, pattern: str, mode: str) -> str:
+        if op == "bidir" and mode == "lat":
+            return "op bidir measures streaming bandwidth only; run it with --mode bw (latency: --op sendrecv)"
+        return super().supports(op, pattern, mode)
+
+    @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
         cls()._read_options(options, max_bytes)
 
@@ -408,11 +414,6 @@ class GrpcTransport(Transport):
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
             dtype: str = "float32", check: bool = False, mode: str = "bw",
             peer: Optional[int] = None, role: Optional[str] = None) -> RunResult:
-        if op not in self.ops:
-            raise TransportUnavailable(f"grpc transport has no op '{op}'; choose one of: {', '.join(self.ops)}")
-        if op == "bidir" and mode == "lat":
-            raise TransportUnavailable("op bidir measures streaming bandwidth only; run it with --mode bw "
-                                       "(latency: --op sendrecv --mode lat)")
         if peer is None:
             if self.ctx.rank > 1:
                 return RunResult([])

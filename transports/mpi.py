@@ -17,6 +17,7 @@ class MpiTransport(Transport):
     link_kind = "cpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")
     dtypes = ops_mod.NUMPY_DTYPES  # numpy buffers: no bfloat16
 

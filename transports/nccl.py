@@ -89,6 +89,7 @@ class NcclTransport(Transport):
     link_kind = "gpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES
     options = (
@@ -151,9 +152,7 @@ class NcclTransport(Transport):
 
         ctx = self.ctx
         native_op, native_peer = op, -1
-        if peer is not None:  # pair patterns: src sends to dst
-            if op != "sendrecv":
-                raise TransportUnavailable(f"--pattern pair/pairwise runs sendrecv only (got {op})")
+        if peer is not None:  # pair patterns (sendrecv only: pair_ops): src sends to dst
             native_op, native_peer = ("send" if role == "src" else "recv"), peer
         in_count, out_count = ops_mod.get(native_op).counts(int(nbytes), ctx.world_size, ops_mod.dtype_size(dtype))
         try:

@@ -38,7 +38,6 @@ from typing import Optional
 from .. import ops as ops_mod
 from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
-PAIR_ONLY = "rdma measures pairs of ranks: use --pattern pair, pairwise or pairwise-concurrent"
 # perftest's default inline sizes (ctx_set_max_inline): latency tests inline small
 # messages, bandwidth tests do not.
 LAT_INLINE = {"write": 220, "send": 236, "write_imm": 220, "read": 0}
@@ -158,10 +157,6 @@ class RdmaTransport(Transport):
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *, dtype: str = "float32",
             check: bool = False, mode: str = "bw", peer: Optional[int] = None,
             role: Optional[str] = None) -> RunResult:
-        if peer is None or role not in ("src", "dst"):
-            raise TransportUnavailable(PAIR_ONLY)
-        if op not in self.ops:
-            raise TransportUnavailable(f"rdma has no op '{op}' (ops: {', '.join(self.ops)})")
         try:
             return self._run(op, nbytes, iters, warmup, check, mode, peer, role == "src")
         except self.native_error as exc:

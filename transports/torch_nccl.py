@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from .. import ops as ops_mod
 from ..ops import ROOT
-from .base import GPU_OPTION, TEST_CORRUPT_CHECK, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import GPU_OPTION, TEST_CORRUPT_CHECK, RankContext, RunResult, Transport, TransportError
 
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
 
@@ -23,6 +23,7 @@ class TorchNcclTransport(Transport):
     link_kind = "gpu"
     ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
+    pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES
     options = (GPU_OPTION,)
@@ -79,9 +80,7 @@ class TorchNcclTransport(Transport):
         inp = torch.empty(in_count, dtype=tdt, device=self.device)
         out = torch.empty(out_count, dtype=tdt, device=self.device)
         nxt, prev = (rank + 1) % n, (rank - 1) % n
-        if peer is not None:
-            if op != "sendrecv":
-                raise TransportUnavailable(f"--pattern pair/pairwise runs sendrecv only (got {op})")
+        if peer is not None:  # pair patterns run sendrecv only (pair_ops)
             step = (lambda: d.send(inp, peer)) if role == "src" else (lambda: d.recv(out, peer))
         else:
             steps = {

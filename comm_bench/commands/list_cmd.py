@@ -8,13 +8,26 @@ import click
 from .. import registry
 
 
+def not_run(cls) -> list:
+    """Each (op, pattern, mode) the transport declares but does not run, with why
+    (Transport.supports: the same answer the sweep gives when it waives one)."""
+    out = []
+    for pattern in cls.patterns:
+        for mode in cls.modes:
+            for op in cls.ops:
+                why = cls.supports(op, pattern, mode)
+                if why:
+                    out.append({"op": op, "pattern": pattern, "mode": mode, "why": why})
+    return out
+
+
 def transport_table() -> list:
     rows = []
     for name, cls in registry.transports().items():
         ok, why = cls.probe()
         rows.append({"transport": name, "available": ok, "why": why, "description": cls.description,
                      "ops": list(cls.ops), "patterns": list(cls.patterns), "modes": list(cls.modes),
-                     "options": [o.flag for o in cls.options]})
+                     "options": [o.flag for o in cls.options], "not_run": not_run(cls)})
     return rows
 
 
@@ -34,3 +47,18 @@ def list_transports(as_json):
         click.echo(f"{'':<11} patterns: {', '.join(r['patterns'])}; modes: {', '.join(r['modes'])}")
         if r["options"]:
             click.echo(f"{'':<11} options: {' '.join(r['options'])}")
+        for line in runs_lines(r):
+            click.echo(f"{'':<11} {line}")
+
+
+def runs_lines(r) -> list:
+    """Where not every op runs with every pattern and mode: which ops each runs, grouped."""
+    if not r["not_run"]:
+        return []
+    skipped = {(n["pattern"], n["mode"], n["op"]) for n in r["not_run"]}
+    groups: dict = {}
+    for pattern in r["patterns"]:
+        for mode in r["modes"]:
+            ops = tuple(op for op in r["ops"] if (pattern, mode, op) not in skipped)
+            groups.setdefault(ops, []).append(f"{pattern} {mode}" if len(r["modes"]) > 1 else pattern)
+    return [f"{', '.join(where)}: runs {', '.join(ops) or 'nothing'}" for ops, where in groups.items()]

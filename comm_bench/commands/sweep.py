@@ -90,7 +90,8 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     cls = registry.get(transport)
     if check not in ("0", "1"):
         raise UsageError(f"-c/--check takes 0 or 1 (got '{check}')")
-    ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [cls.ops[0]])
+    # no --op: the first op the pattern runs (sweep.resolve)
+    ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [])
     mine = {o.dest for o in cls.options}
     _refuse_foreign_options(click.get_current_context(), transport, mine)
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
