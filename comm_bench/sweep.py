@@ -1,4 +1,6 @@
 """The sweep: what one rank does from rendezvous to the last record.
+(One file over 400 lines: resolving the configuration, the rank's lifetime and the
+record loop share SweepConfig and the store; split, each would import the others.)
 
 Every rank runs the same loop; rank 0 also turns measurements into records,
 prints the table and appends to the results file after each size (collective

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cb {
@@ -159,5 +160,36 @@ inline Stats compute_stats(std::vector<double> v) {
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A streaming loop's signalled completions: (ops completed so far, time in ns), starting
+// with (0, first post). One completion may cover many ops (perftest's cq-mod).
+using CompletionBatches = std::vector<std::pair<int64_t, uint64_t>>;
+
+// One sample per op: each completion's time since the previous one, shared evenly by the
+// ops it covers, so the samples sum to last completion - first post.
+inline std::vector<double> per_op_samples_us(const CompletionBatches& batches, int64_t ops) {
+  std::vector<double> out;
+  out.reserve(size_t(std::max<int64_t>(ops, 0)));
+  for (size_t b = 1; b < batches.size(); ++b) {
+    int64_t k = batches[b].first - batches[b - 1].first;
+    double dt = (batches[b].second - batches[b - 1].second) / 1e3;
+    for (int64_t j = 0; j < k; ++j) out.push_back(dt / double(k));
+  }
+  return out;
+}
+
+// The best rate (GB/s) over any run of at least `window` consecutive completed ops of
+// `nbytes` each (perftest's peak bandwidth), 0 when the loop had fewer.
+inline double peak_window_gbps(const CompletionBatches& batches, int64_t window, size_t nbytes) {
+  double peak = 0;
+  size_t i = 0;
+  for (size_t j = 1; j < batches.size(); ++j) {
+    while (i + 1 < j && batches[j].first - batches[i + 1].first >= window) ++i;
+    int64_t ops = batches[j].first - batches[i].first;
+    uint64_t dt = batches[j].second - batches[i].second;
+    if (ops >= window && dt > 0) peak = std::max(peak, double(ops) * double(nbytes) / double(dt));
+  }
+  return peak;
+}
 
 }  // namespace cb

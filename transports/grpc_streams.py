@@ -1,5 +1,7 @@
 """gRPC transport (grpcio): unary ping-pong latency, client-streaming and
-bidirectional-streaming bandwidth between ranks.
+bidirectional-streaming bandwidth between ranks. (Over 400 lines: the server, the client
+loops and the data-check rounds share one connection state; errors and payloads are in
+_grpc_errors.py and _grpc_payload.py.)
 
 Each rank runs one grpcio server bound to ``ctx.addr`` (an explicit address;
 all interfaces only with ``--grpc-bind-all``); endpoints are exchanged with

@@ -11,6 +11,8 @@
 // other at once, each rank timing its own direction, started together by a gate.
 // Pageable copies cannot be queued behind a blocked stream (the driver stages
 // them through the host), so they are timed with events and no blocking kernel.
+// (Over 400 lines: the buffers, the gate of concurrent pairs and run() share one Impl;
+// device queries and data patterns are in device_query.cu and data_pattern.cu.)
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -18,10 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -30,6 +30,7 @@
 
 #include "cuda_bench.h"
 #include "cuda_util.cuh"
+#include "event_timing.cuh"
 
 namespace cb {
 namespace cuda {
@@ -64,205 +65,6 @@ __global__ void __launch_bounds__(512) copy16_kernel(int4* __restrict__ dst, con
 __global__ void copy_bytes_kernel(uint8_t* dst, const uint8_t* src, size_t n) {
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = src[i];
-}
-
-__global__ void fill_pattern_kernel(uint8_t* p, size_t n, uint64_t seed, bool complement) {
-  size_t words = n / 8;
-  size_t stride = size_t(gridDim.x) * blockDim.x;
-  uint64_t mask = complement ? ~0ull : 0ull;
-  for (size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride)
-    reinterpret_cast<uint64_t*>(p)[w] = pattern_word(w, seed) ^ mask;
-  size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < n - words * 8) {
-    size_t i = words * 8 + t;
-    p[i] = pattern_byte(i, seed) ^ uint8_t(mask);
-  }
-}
-
-__device__ __forceinline__ unsigned diff_bytes(uint64_t x) {
-  unsigned c = 0;
-#pragma unroll
-  for (int b = 0; b < 8; ++b) c += ((x >> (8 * b)) & 0xff) != 0;
-  return c;
-}
-
-__global__ void check_pattern_kernel(const uint8_t* p, size_t n, uint64_t seed,
-                                     unsigned long long* wrong) {
-  size_t words = n / 8;
-  size_t stride = size_t(gridDim.x) * blockDim.x;
-  unsigned long long local = 0;
-  for (size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride) {
-    uint64_t x = reinterpret_cast<const uint64_t*>(p)[w] ^ pattern_word(w, seed);
-    if (x) local += diff_bytes(x);
-  }
-  size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < n - words * 8) {
-    size_t i = words * 8 + t;
-    local += p[i] != pattern_byte(i, seed);
-  }
-  if (local) atomicAdd(wrong, local);
-}
-
-// ---------------------------------------------------------------------------
-// pattern helpers
-static int grid_for(size_t work, int threads, int max_blocks) {
-  size_t blocks = (work + threads - 1) / threads;
-  return int(std::max<size_t>(1, std::min<size_t>(blocks, size_t(max_blocks))));
-}
-
-void fill_pattern_device(void* p, size_t n, uint64_t seed, bool complement, cudaStream_t s) {
-  if (!n) return;
-  fill_pattern_kernel<<<grid_for(n / 8 + 8, 256, 4096), 256, 0, s>>>(static_cast<uint8_t*>(p), n,
-                                                                        seed, complement);
-  CB_LAUNCHED("launching the pattern fill kernel");
-}
-
-uint64_t check_pattern_device(const void* p, size_t n, uint64_t seed, cudaStream_t s,
-                              uint64_t* counter_dev, uint64_t deadline_ns) {
-  if (!n) return 0;
-  CB_CUDA(cudaMemsetAsync(counter_dev, 0, sizeof(uint64_t), s), "clearing the check counter");
-  check_pattern_kernel<<<grid_for(n / 8 + 8, 256, 4096), 256, 0, s>>>(
-      static_cast<const uint8_t*>(p), n, seed, reinterpret_cast<unsigned long long*>(counter_dev));
-  CB_LAUNCHED("launching the pattern check kernel");
-  uint64_t host = 0;
-  CB_CUDA(cudaMemcpyAsync(&host, counter_dev, sizeof(host), cudaMemcpyDeviceToHost, s),
-          "reading the check counter");
-  cudaEvent_t ev;
-  CB_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "creating an event");
-  cudaEventRecord(ev, s);
-  try {
-    wait_event(ev, deadline_ns, "data check");
-  } catch (...) {
-    cudaEventDestroy(ev);
-    throw;
-  }
-  cudaEventDestroy(ev);
-  return host;
-}
-
-void fill_pattern_host(void* p, size_t n, uint64_t seed, bool complement) {
-  size_t words = n / 8;
-  uint64_t mask = complement ? ~0ull : 0ull;
-  uint64_t* w = static_cast<uint64_t*>(p);
-  for (size_t i = 0; i < words; ++i) w[i] = pattern_word(i, seed) ^ mask;
-  uint8_t* b = static_cast<uint8_t*>(p);
-  for (size_t i = words * 8; i < n; ++i) b[i] = pattern_byte(i, seed) ^ uint8_t(mask);
-}
-
-__global__ void flip_byte_kernel(uint8_t* p) { *p ^= 0x5a; }
-
-void corrupt_for_test(void* p, size_t n, bool on_host, cudaStream_t s) {
-  static const bool enabled = std::getenv("COMM_BENCH_TEST_CORRUPT_GPU") != nullptr;
-  if (!enabled || !n) return;
-  uint8_t* b = static_cast<uint8_t*>(p) + n / 2;
-  if (on_host) {
-    CB_CUDA(cudaStreamSynchronize(s), "waiting for the copies before the test hook");
-    *b ^= 0x5a;
-    return;
-  }
-  flip_byte_kernel<<<1, 1, 0, s>>>(b);
-  CB_LAUNCHED("launching the test hook's kernel");
-}
-
-uint64_t check_pattern_host(const void* p, size_t n, uint64_t seed) {
-  size_t words = n / 8;
-  const uint64_t* w = static_cast<const uint64_t*>(p);
-  uint64_t wrong = 0;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t x = w[i] ^ pattern_word(i, seed);
-    if (x)
-      for (int b = 0; b < 8; ++b) wrong += ((x >> (8 * b)) & 0xff) != 0;
-  }
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  for (size_t i = words * 8; i < n; ++i) wrong += b[i] != pattern_byte(i, seed);
-  return wrong;
-}
-
-// ---------------------------------------------------------------------------
-// devices
-int device_count(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = cuda_err(e);
-    cudaGetLastError();
-    return 0;
-  }
-  if (n == 0 && why) *why = "no CUDA device";
-  return n;
-}
-
-static std::string lower(std::string s) {
-  for (auto& c : s) c = char(std::tolower(c));
-  return s;
-}
-
-// C stdio, not iostreams: where the host compiler links libstdc++ statically into
-// the module (seen on the GPU machine's /opt/gcc), an ifstream crashes in
-// codecvt once the process has loaded the shared libstdc++ (numpy, torch).
-static int read_int_file(const std::string& path, int fallback) {
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return fallback;
-  int v = fallback;
-  if (std::fscanf(f, "%d", &v) != 1) v = fallback;
-  std::fclose(f);
-  return v;
-}
-
-DeviceInfo device_info(int dev) {
-  cudaDeviceProp p;
-  CB_CUDA(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU " + std::to_string(dev));
-  DeviceInfo d;
-  d.index = dev;
-  d.name = p.name;
-  char bus[64] = {0};
-  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) == cudaSuccess) {
-    std::string b = lower(bus);
-    // sysfs spells the domain with 4 digits; the runtime may give 8
-    if (b.size() > 12 && b.find(':') == 8) b = b.substr(4);
-    d.pci_bus_id = b;
-    d.numa_node = read_int_file("/sys/bus/pci/devices/" + b + "/numa_node", -1);
-  }
-  d.sm_count = p.multiProcessorCount;
-  d.major = p.major;
-  d.minor = p.minor;
-  d.total_mem = p.totalGlobalMem;
-  d.async_engines = p.asyncEngineCount;
-  d.l2_bytes = p.l2CacheSize;
-  d.mem_bus_width = p.memoryBusWidth;
-  return d;
-}
-
-int driver_version() {
-  int v = 0;
-  cudaDriverGetVersion(&v);
-  return v;
-}
-
-int runtime_version() {
-  int v = 0;
-  cudaRuntimeGetVersion(&v);
-  return v;
-}
-
-bool can_access_peer(int dev, int peer) {
-  int ok = 0;
-  if (cudaDeviceCanAccessPeer(&ok, dev, peer) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return ok != 0;
-}
-
-int numa_node_count() {
-  DIR* d = opendir("/sys/devices/system/node");
-  if (!d) return 1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, "node", 4) == 0 && std::isdigit(e->d_name[4])) ++n;
-  }
-  closedir(d);
-  return std::max(n, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -485,6 +287,30 @@ int CopyBench::open_peer(const std::string& handle, int peer_device, size_t byte
   return int(m.peers.size() - 1);
 }
 
+// The copies of each kind: (dst0 <- src0) on stream 0 and, for a kind that copies both
+// ways at once, (dst1 <- src1) on stream 1. A peer's exported buffer has a half peers write
+// to and a half they read from.
+enum Buf { NONE, HOST_SRC, HOST_DST, DEV_SRC, DEV_DST, PEER_WRITE, PEER_READ };
+struct CopyKind {
+  const char* name;
+  Buf src0, dst0, src1, dst1;
+  bool uses(Buf b) const { return src0 == b || dst0 == b || src1 == b || dst1 == b; }
+};
+static const CopyKind COPY_KINDS[] = {
+    {"h2d", HOST_SRC, DEV_DST, NONE, NONE},
+    {"d2h", DEV_SRC, HOST_DST, NONE, NONE},
+    {"bidir", HOST_SRC, DEV_DST, DEV_SRC, HOST_DST},
+    {"d2d", DEV_SRC, DEV_DST, NONE, NONE},
+    {"peer", DEV_SRC, PEER_WRITE, NONE, NONE},
+    {"peer_bidir", DEV_SRC, PEER_WRITE, NONE, NONE},  // the peer rank writes the other way
+    {"peer_read", PEER_READ, DEV_DST, NONE, NONE},
+};
+static const CopyKind* copy_kind(const std::string& name) {
+  for (const CopyKind& k : COPY_KINDS)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
 CopyResult CopyBench::run(const std::string& kind, const std::string& method, const std::string& host_mem,
                           size_t nbytes, int iters, int warmup, bool check, int peer_slot, double timeout_s,
                           int gate_role, const std::function<void(int)>& sync) {
@@ -493,9 +319,10 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   const bool sm = method == "sm";
   if (!sm && method != "ce") throw Error("unknown copy method '" + method + "' (ce or sm)");
   const bool pinned = host_mem != "pageable";
-  const bool uses_host = kind == "h2d" || kind == "d2h" || kind == "bidir";
-  const bool uses_peer = kind == "peer" || kind == "peer_read" || kind == "peer_bidir";
-  if (!uses_host && !uses_peer && kind != "d2d") throw Error("unknown copy '" + kind + "'");
+  const CopyKind* k = copy_kind(kind);
+  if (!k) throw Error("unknown copy '" + kind + "'");
+  const bool uses_host = k->uses(HOST_SRC) || k->uses(HOST_DST);
+  const bool uses_peer = k->uses(PEER_WRITE) || k->uses(PEER_READ);
   if (sm && uses_host && !pinned)
     throw Error("an SM copy kernel cannot read pageable host memory: use pinned host memory");
   if (iters < 1) iters = 1;
@@ -519,43 +346,23 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   uint8_t* peer_w = peer ? static_cast<uint8_t*>(peer->base) : nullptr;            // peer's write half
   uint8_t* peer_r = peer ? static_cast<uint8_t*>(peer->base) + peer->bytes : nullptr;  // its read half
 
-  if (kind == "h2d" || kind == "bidir") {
-    m.ensure_host(m.hsrc, nbytes, pinned);
-    m.ensure_dev(m.ddst, nbytes);
-    src0 = m.hsrc.p;
-    dst0 = m.ddst.p;
-    host_src0 = true;
-  }
-  if (kind == "d2h") {
-    m.ensure_dev(m.dsrc, nbytes);
-    m.ensure_host(m.hdst, nbytes, pinned);
-    src0 = m.dsrc.p;
-    dst0 = m.hdst.p;
-    host_dst0 = true;
-  }
-  if (kind == "bidir") {
-    m.ensure_dev(m.dsrc, nbytes);
-    m.ensure_host(m.hdst, nbytes, pinned);
-    src1 = m.dsrc.p;
-    dst1 = m.hdst.p;
-    host_dst1 = true;
-  }
-  if (kind == "d2d") {
-    m.ensure_dev(m.dsrc, nbytes);
-    m.ensure_dev(m.ddst, nbytes);
-    src0 = m.dsrc.p;
-    dst0 = m.ddst.p;
-  }
-  if (kind == "peer" || kind == "peer_bidir") {
-    m.ensure_dev(m.dsrc, nbytes);
-    src0 = m.dsrc.p;
-    dst0 = peer_w;
-  }
-  if (kind == "peer_read") {
-    m.ensure_dev(m.ddst, nbytes);
-    src0 = peer_r;
-    dst0 = m.ddst.p;
-  }
+  // the table's buffers, allocated on first use: (pointer, whether it is host memory)
+  auto buffer = [&](Buf b, void*& p, bool& on_host) {
+    switch (b) {
+      case HOST_SRC: m.ensure_host(m.hsrc, nbytes, pinned); p = m.hsrc.p; on_host = true; break;
+      case HOST_DST: m.ensure_host(m.hdst, nbytes, pinned); p = m.hdst.p; on_host = true; break;
+      case DEV_SRC: m.ensure_dev(m.dsrc, nbytes); p = m.dsrc.p; break;
+      case DEV_DST: m.ensure_dev(m.ddst, nbytes); p = m.ddst.p; break;
+      case PEER_WRITE: p = peer_w; break;
+      case PEER_READ: p = peer_r; break;
+      case NONE: break;
+    }
+  };
+  bool host_src1 = false;
+  buffer(k->src0, src0, host_src0);
+  buffer(k->dst0, dst0, host_dst0);
+  buffer(k->src1, src1, host_src1);
+  buffer(k->dst1, dst1, host_dst1);
   const bool two = src1 != nullptr;
   // kernels address pinned host memory through its device mapping
   void* k_src0 = (sm && host_src0) ? m.host_dev_ptr(src0) : src0;
@@ -645,27 +452,20 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
     }
   };
 
-  // Pass 1, the figure: a start event, `iters` copies queued back to back on each
-  // stream, an end event per stream; time = the slower stream's span / iters.
+  // Pass 1, the figure (event_timing.cuh): a start event, `iters` copies queued back to
+  // back on each stream, an end event per stream; time = the slower stream's span / iters.
   hold(0);
-  cudaEventRecord(m.ev0[0], m.s0);
-  if (two) CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[0], 0), "joining streams");
-  for (int i = 0; i < iters; ++i) {
+  record_batch(m.s0, m.ev0[0], m.ev0[1], iters, [&](int i) {
+    if (two && i == 0) CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[0], 0), "joining streams");  // start together
     enqueue(m.s0, 0);
     if (two) enqueue(m.s1, 1);
-  }
-  CB_CUDA(cudaEventRecord(m.ev0[1], m.s0), "recording an event");
+  });
   if (two) CB_CUDA(cudaEventRecord(m.ev1[1], m.s1), "recording an event");
   release(0);
   wait_event(m.ev0[1], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
   if (two) wait_event(m.ev1[1], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
   if (blocking && *reinterpret_cast<volatile int*>(&m.flags[1])) res.blocking_timed_out = true;
-  {
-    float ms0 = 0, ms1 = 0;
-    CB_CUDA(cudaEventElapsedTime(&ms0, m.ev0[0], m.ev0[1]), "reading event times");
-    if (two) CB_CUDA(cudaEventElapsedTime(&ms1, m.ev0[0], m.ev1[1]), "reading event times");
-    res.mean_us = double(std::max(ms0, ms1)) * 1e3 / iters;
-  }
+  res.mean_us = std::max(elapsed_us(m.ev0[0], m.ev0[1]), two ? elapsed_us(m.ev0[0], m.ev1[1]) : 0.0) / iters;
 
   // Pass 2, the spread: batches with an event after each iteration.
   const int batch = 64;
@@ -674,8 +474,7 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   for (int done = 0, b = 1; done < iters; ++b) {
     int nb = std::min(batch, iters - done);
     hold(b);
-    cudaEventRecord(m.ev0[0], m.s0);
-    for (int i = 0; i < nb; ++i) {
+    record_each(m.s0, m.ev0.data(), nb, [&](int i) {
       if (two) {  // both directions start together; the iteration ends when both have
         CB_CUDA(cudaStreamWaitEvent(m.s1, m.ev0[i], 0), "joining streams");
         enqueue(m.s0, 0);
@@ -685,16 +484,11 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
       } else {
         enqueue(m.s0, 0);
       }
-      CB_CUDA(cudaEventRecord(m.ev0[i + 1], m.s0), "recording an event");
-    }
+    });
     release(b);
     wait_event(m.ev0[nb], deadline, "GPU " + std::to_string(m.dev) + " " + kind + " copies");
     if (blocking && *reinterpret_cast<volatile int*>(&m.flags[1])) res.blocking_timed_out = true;
-    for (int i = 0; i < nb; ++i) {
-      float ms = 0;
-      CB_CUDA(cudaEventElapsedTime(&ms, m.ev0[i], m.ev0[i + 1]), "reading event times");
-      res.samples_us.push_back(double(ms) * 1e3);
-    }
+    append_gaps_us(m.ev0.data(), nb, res.samples_us);
     done += nb;
   }
 

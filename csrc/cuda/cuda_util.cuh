@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -47,6 +48,12 @@ inline void wait_event(cudaEvent_t ev, uint64_t deadline_ns, const std::string& 
 }
 inline void wait_event(cudaEvent_t ev, uint64_t deadline_ns, const std::string& what) {
   wait_event(ev, deadline_ns, what, [] {});
+}
+
+// Blocks for `work` items of `threads` each, at most max_blocks (grid-stride loops do the rest).
+inline int grid_for(size_t work, int threads, int max_blocks) {
+  size_t blocks = (work + threads - 1) / threads;
+  return int(std::max<size_t>(1, std::min<size_t>(blocks, size_t(max_blocks))));
 }
 
 inline uint64_t deadline_after(double seconds) {

@@ -1,4 +1,5 @@
-// NCCL collectives and point-to-point ops, timed in native code.
+// NCCL collectives and point-to-point ops, timed in native code. (Over 400 lines: the
+// data init/check kernels for every op and dtype belong with the ops they check.)
 //
 // libnccl is loaded at run time (nccl_loader.h). The figure is nccl-tests': the
 // GPU time between two events around `iters` launches queued back to back, divided
@@ -21,6 +22,7 @@
 
 #include "cuda_bench.h"
 #include "cuda_util.cuh"
+#include "event_timing.cuh"
 #include "nccl_loader.h"
 
 namespace cb {
@@ -412,29 +414,23 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
     if (n > 1) issue();
   };
   cudaEvent_t t0 = m.ev[iters], t1 = m.ev[iters + 1];
+  auto launch = [&](int) { issue(); };
 
-  // Pass 1, the figure (nccl-tests' method): GPU time between two events around `iters`
-  // launches queued back to back, nothing else on the stream in between.
+  // Pass 1, the figure (event_timing.cuh): `iters` launches between two events; with -G
+  // N, those launches captured into one graph (no event nodes) and the graph launched N times.
   if (graph > 0) {
-    cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
-    CB_CUDA(cudaStreamBeginCapture(m.s, cudaStreamCaptureModeThreadLocal), "starting CUDA graph capture");
-    for (int i = 0; i < iters; ++i) issue();
-    cudaError_t ce = cudaStreamEndCapture(m.s, &g);
-    if (ce != cudaSuccess) {
-      m.broken = true;
-      throw Error("rank " + std::to_string(r) + ": capturing " + op_name + " into a CUDA graph: " + cuda_err(ce));
+    try {
+      ge = capture_graph(m.s, iters, launch, "rank " + std::to_string(r) + " " + op_name);
+    } catch (...) {
+      m.broken = true;  // a failed capture leaves the stream unusable
+      throw;
     }
-    ce = cudaGraphInstantiate(&ge, g, 0);
-    cudaGraphDestroy(g);
-    if (ce != cudaSuccess) throw Error("instantiating the CUDA graph: " + cuda_err(ce));
     try {
       CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");  // first launch uploads it
       align();
-      CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
-      for (int launch = 0; launch < graph; ++launch)
-        CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");
-      CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
+      record_batch(m.s, t0, t1, graph,
+                   [&](int) { CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph"); });
       m.wait(t1, deadline, op_name + " (CUDA graph)");
     } catch (...) {
       cudaGraphExecDestroy(ge);
@@ -443,30 +439,17 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
     cudaGraphExecDestroy(ge);
   } else {
     align();
-    CB_CUDA(cudaEventRecord(t0, m.s), "recording an event");
-    for (int i = 0; i < iters; ++i) issue();
-    CB_CUDA(cudaEventRecord(t1, m.s), "recording an event");
+    record_batch(m.s, t0, t1, iters, launch);
     m.wait(t1, deadline, op_name);
   }
-  float total_ms = 0;
-  CB_CUDA(cudaEventElapsedTime(&total_ms, t0, t1), "reading event times");
-  res.mean_us = double(total_ms) * 1e3 / (double(iters) * std::max(graph, 1));
+  res.mean_us = elapsed_us(t0, t1) / (double(iters) * std::max(graph, 1));
 
-  // Pass 2, the spread: the same launches with an event after each (the events add a
-  // little time per launch, which is why the figure above comes from pass 1).
+  // Pass 2, the spread: the same launches with an event after each
   align();
-  CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
-  for (int i = 0; i < iters; ++i) {
-    issue();
-    CB_CUDA(cudaEventRecord(m.ev[i + 1], m.s), "recording an event");
-  }
+  record_each(m.s, m.ev.data(), iters, launch);
   m.wait(m.ev[iters], deadline, op_name);
   res.samples_us.reserve(iters);
-  for (int i = 0; i < iters; ++i) {
-    float ms = 0;
-    CB_CUDA(cudaEventElapsedTime(&ms, m.ev[i], m.ev[i + 1]), "reading event times");
-    res.samples_us.push_back(double(ms) * 1e3);
-  }
+  append_gaps_us(m.ev.data(), iters, res.samples_us);
 
   if (check) {
     // fresh data, one op, then compare on the GPU (timed runs may have changed in-place data)

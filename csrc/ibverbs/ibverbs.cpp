@@ -1,4 +1,5 @@
-// The ibverbs engine: device/port/GID, RC QPs, and the timed post/poll loops.
+// The ibverbs engine: device/port/GID, RC QPs, and the timed post/poll loops. (Over 400
+// lines: the loops share the connection state and its error paths; ibverbs.h is the model.)
 // See ibverbs.h for the model. Every wait has a "no progress" deadline and
 // fails with a cb::Error naming this rank, the peer and the step.
 #include "ibverbs.h"
@@ -425,7 +426,7 @@ LoopResult Engine::stream(int peer, Op op, size_t nbytes, int64_t sends, int64_t
   std::vector<int> left(nq);
   for (int q = 0; q < nq; ++q) left[q] = quota(sends, nq, q);
   // Completion batches (ops completed so far, time): the samples and the peak come from them.
-  std::vector<std::pair<int64_t, uint64_t>> batches;
+  CompletionBatches batches;
   if (timed) batches.reserve(size_t(sends / cq_mod + nq + 2));
   int64_t posted = 0, done = 0;
   const char* step = sends ? "streaming sends" : "waiting for the peer's messages";
@@ -456,26 +457,10 @@ LoopResult Engine::stream(int peer, Op op, size_t nbytes, int64_t sends, int64_t
   }
   LoopResult r;
   if (!timed || sends == 0) return r;
-  uint64_t t_end = batches.back().second;
-  r.first_post_to_last_completion_us = (t_end - t0) / 1e3;
-  // One sample per op: a signalled completion's time since the previous one, shared
-  // evenly by the ops it covers, so the samples sum to last completion - first post.
-  r.samples_us.reserve(size_t(sends));
-  for (size_t b = 1; b < batches.size(); ++b) {
-    int64_t k = batches[b].first - batches[b - 1].first;
-    double dt = (batches[b].second - batches[b - 1].second) / 1e3;
-    if (k <= 0) continue;
-    for (int64_t j = 0; j < k; ++j) r.samples_us.push_back(dt / double(k));
-  }
-  // Peak: the best rate over any run of at least tx_depth consecutive completions.
-  const int64_t window = std::min<int64_t>(sends, int64_t(c.cfg.tx_depth) * nq);
-  size_t i = 0;
-  for (size_t j = 1; j < batches.size(); ++j) {
-    while (i + 1 < j && batches[j].first - batches[i + 1].first >= window) ++i;
-    int64_t ops = batches[j].first - batches[i].first;
-    uint64_t dt = batches[j].second - batches[i].second;
-    if (ops >= window && dt > 0) r.peak_gbps = std::max(r.peak_gbps, double(ops) * double(nbytes) / double(dt));
-  }
+  r.first_post_to_last_completion_us = (batches.back().second - t0) / 1e3;
+  r.samples_us = per_op_samples_us(batches, sends);
+  // Peak: the best rate over any run of at least tx_depth x qps consecutive completions.
+  r.peak_gbps = peak_window_gbps(batches, std::min<int64_t>(sends, int64_t(c.cfg.tx_depth) * nq), nbytes);
   return r;
 }
 
