@@ -18,7 +18,7 @@ class GlooTransport(Transport):
     name = "gloo"
     description = "torch.distributed with the Gloo backend (CPU tensors)"
     link_kind = "cpu"
-    ops = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+    ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")

@@ -21,7 +21,7 @@ class TorchNcclTransport(Transport):
     name = "torch-nccl"
     description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
     link_kind = "gpu"
-    ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+    ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
