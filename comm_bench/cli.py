@@ -11,7 +11,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import INTERNAL_ERROR, CommBenchError
+from .errors import INTERNAL_ERROR, CommBenchError, Interrupted
 
 COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "sweep": "comm_bench.commands.sweep:sweep",
@@ -81,6 +81,9 @@ def main(argv=None) -> None:
     except KeyboardInterrupt:
         print("comm-bench: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Interrupted as exc:
+        print(f"comm-bench: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - never a traceback unless asked
         if debug:
             raise

@@ -15,4 +15,17 @@ class RunFailed(CommBenchError):
     exit_code = 1
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP reached a rank (scancel, a time limit, torchrun stopping its group):
+    the run ends as failed with what was measured kept; exit 128 + the signal. Like
+    KeyboardInterrupt, not an Exception: no `except Exception` on the way may swallow it."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signame = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {self.signame}")
+
+
 INTERNAL_ERROR = 70  # a bug in comm-bench (EX_SOFTWARE): never 1, which means a failed run or findings

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import ops as ops_mod, registry, resume
-from .errors import CommBenchError, UsageError
+from .errors import CommBenchError, Interrupted, UsageError
 from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
@@ -183,6 +183,10 @@ class _RankRun:
 
     # -- lifecycle --------------------------------------------------------------
     def execute(self) -> int:
+        with _signals_end_the_run():
+            return self._execute()
+
+    def _execute(self) -> int:
         self.watchdog.start()
         completed = False
         try:
@@ -200,7 +204,7 @@ class _RankRun:
                     self.writer.close("ok")
             completed = True
             return 0
-        except CommBenchError as exc:
+        except (CommBenchError, Interrupted) as exc:
             prior = self.watchdog.posted_failure()
             if prior:  # another rank failed first: this error is its consequence
                 self.watchdog.stop_for(prior, linger=1.5 if self.rank == 0 else 0.0)
@@ -382,6 +386,25 @@ class _RankRun:
         self.progress.line(row(record))
         self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size")})
         self.progress.advance(description)
+
+
+@contextlib.contextmanager
+def _signals_end_the_run():
+    """Under a launcher (srun, torchrun, mpirun) SIGTERM/SIGHUP reach the ranks directly:
+    they end the run like a failure (the document marked failed with what it holds, the
+    other ranks told). Ranks this machine's spawner started leave that to the spawner."""
+    if os.environ.get(OUTPUT_CLAIMED_ENV) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, _frame):
+        raise Interrupted(signum)
+    old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def _ranks_time(op, means):

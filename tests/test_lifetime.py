@@ -10,7 +10,7 @@ import time
 import pytest
 
 from cbtest import COMM_BENCH, load_results, rank_pids
-from test_failures import pid_gone, start_ranks, wait_for_records
+from test_failures import finish, pid_gone, start_ranks, wait_for_records
 
 TIMEOUT = 6
 # many small sizes: a record every fraction of a second for minutes, and no pair waits
@@ -184,4 +184,28 @@ def test_killed_mpi_rank_is_the_cause(tmp_path):
     assert all_gone(pids.values(), 10)
     doc = load_results(out)
     assert doc["status"] == "failed" and doc["failure"]["rank"] == 1, doc["failure"]
+    assert len(doc["results"]) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [0, 1])
+def test_sigterm_under_a_launcher_ends_the_run_as_failed(tmp_path, victim):
+    """scancel, a time limit or torchrun stopping its group send SIGTERM to the ranks
+    themselves (no comm-bench parent): the signalled rank exits 143 saying so, the others
+    stop too, and the document keeps what was measured, marked failed with the reason
+    (rank 0 used to die with it still "running")."""
+    procs = start_ranks(3, ["-t", "tcp", "--pattern", "pairwise", "-o", "r.json", *SWEEP[5:]], tmp_path)
+    try:
+        wait_for_records(tmp_path / "r.json", 3)
+        procs[victim].send_signal(signal.SIGTERM)
+        outs = finish(procs, TIMEOUT + 40)
+    finally:
+        for p in procs:
+            p.kill()
+    code, _, err = outs[victim]
+    assert code == 143 and "interrupted by SIGTERM" in one_line(err), (code, err)
+    assert all(c != 0 for c, _, _ in outs), [c for c, _, _ in outs]
+    doc = load_results(tmp_path / "r.json")
+    assert doc["status"] == "failed", doc["status"]
+    assert doc["failure"]["rank"] == victim and "SIGTERM" in doc["failure"]["reason"], doc["failure"]
     assert len(doc["results"]) >= 3
