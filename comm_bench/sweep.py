@@ -54,6 +54,9 @@ class SweepConfig:
     progress: bool = True
     force: bool = False          # replace an -o file that is not a comm-bench document
     oversubscribe: bool = False
+    confirm: int = 0             # pair patterns: re-measure suspects K times (diagnose/confirm.py)
+    rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
+    runner: type | None = None   # another driver of the same rank life cycle (check)
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -132,7 +135,7 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
     table = store.all_gather("cb/ranks", me)
-    run = _RankRun(cfg, info, cls, store, table)
+    run = (cfg.runner or _RankRun)(cfg, info, cls, store, table)
     return run.execute()
 
 
@@ -254,6 +257,9 @@ class _RankRun:
                 for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
+                if self.cfg.confirm:
+                    from .diagnose.confirm import run_phase
+                    run_phase(self, op, first_round=len(schedule(self.cfg.pattern, self.n)))
 
     def _run(self, op, size, peer=None, role=None):
         cfg = self.cfg
@@ -273,7 +279,7 @@ class _RankRun:
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
                 mean_us=_ranks_time(op, means)), f"{op} {size} B", asked)
 
-    def _pairs(self, op, size, round_idx, pairs, asked):
+    def _pairs(self, op, size, round_idx, pairs, asked, tag=None):
         peer, role = my_pair(pairs, self.rank)
         res = self._run(op, size, peer, role) if peer is not None else None
         got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
@@ -292,6 +298,7 @@ class _RankRun:
             rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
                        src_device=self.devices[src].get("device"), dst_device=self.devices[dst].get("device"),
                        round=round_idx)
+            rec.update(tag or {})
             self._emit(rec, f"{op} {size} B {src}->{dst}", asked)
 
     def _emit(self, record, description, asked):

@@ -42,6 +42,8 @@ DEFAULT_RULES = {
                    "mpi": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}}},
     "outliers": {"z": 5.0, "ratio": 0.75, "pair_ratio": 0.5, "min_peers": 3, "min_size_fraction": 0.5},
     "blame": {"min_share": 0.5},
+    "confirm": {"suspect_z": 3.0, "min_effect": 0.1, "unstable_ratio": 1.5, "min_confidence": 0.95,
+                "max_suspects": 4},
     "check_wrong": True,
 }
 RULE_KEYS = set(DEFAULT_RULES)
@@ -131,6 +133,8 @@ def _check_rules(rules, path="rules"):
                 if not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     _check_outliers(rules["outliers"], "outliers", path, complete=True)
+    from .diagnose.rules import check_confirm
+    check_confirm(rules, path)
 
 
 OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
@@ -208,7 +212,8 @@ def check(doc, rules=None):
         findings.append(_finding("run-failed", f"the run failed on rank {f.get('rank')} "
                                  f"(host {f.get('host')}): {f.get('reason')}",
                                  rank=f.get("rank"), host=f.get("host")))
-    recs = pair_records(doc)
+    from .diagnose import findings as diag
+    recs = diag.first_pass(pair_records(doc))
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
             if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
@@ -219,13 +224,12 @@ def check(doc, rules=None):
     collective = _collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     if not recs:
+        findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings)
         if findings or collective["checked"]:
-            return _report(doc, rules, findings, {"collectives": collective["checked"]})
+            return _report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
         raise UsageError("no bandwidth records to validate (run a sweep with --pattern "
                          "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
-    min_size = parse_size(rules["min_size"])
-    sizes = sorted({r["size"] for r in recs})
-    checked_sizes = [s for s in sizes if s >= min_size] or [sizes[-1]]
+    checked_sizes = checked_size_list(recs, rules)
     o = outlier_rules(rules, transport)
     # observations: (op, size, class) -> {(src, dst): [values]}
     groups, theo_of = {}, {}
@@ -319,11 +323,19 @@ def check(doc, rules=None):
             measured_gbs=med, expected_gbs=exp))
     for p in sorted(remaining):
         findings.append(_pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
-    return _report(doc, rules, findings, {"pairs": len(pair_sizes), "sizes": checked_sizes,
+    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings)
+    return _report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}
                                                      for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def checked_size_list(recs, rules):
+    """The sizes bandwidth checks use: those >= rules.min_size, else the largest."""
+    min_size = parse_size(rules["min_size"])
+    sizes = sorted({r["size"] for r in recs})
+    return [s for s in sizes if s >= min_size] or [sizes[-1]]
 
 
 def _group_order(kv):
@@ -388,8 +400,9 @@ def _cover(bad, measured, min_share, max_ends):
 
 # Every kind of finding check() can report, in report order: the JUnit output lists
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
-FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected",
-                 "collective-below-expected", "wrong-data", "run-failed")
+FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
+                 "unstable-pair", "link-degraded", "class-below-expected", "collective-below-expected",
+                 "wrong-data", "run-failed")
 
 
 def _finding(kind, message, **kw):
@@ -512,8 +525,11 @@ def format_text(report):
             f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}, "
             f"{len(c.get('collectives') or [])} collective op(s))")
     out = [head] + lines
+    from .diagnose.findings import text_lines
+    out += text_lines(report)
     for f in report["findings"]:
-        out.append(f"FINDING [{f['kind']}] {f['message']}")
+        conf = f" (confidence {f['confidence']:.3g})" if f.get("confidence") is not None else ""
+        out.append(f"FINDING [{f['kind']}] {f['message']}{conf}")
     if not report["findings"]:
         out.append("no findings")
     return "\n".join(out)

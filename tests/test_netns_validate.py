@@ -24,7 +24,10 @@ pytestmark = [pytest.mark.netns, pytest.mark.skipif(not OK, reason=f"network nam
 SHAPE = "500mbit"       # ~0.06 GB/s; unshaped veth pairs run at 1-3 GB/s here
 
 
-def sweep(fab, out, timeout=240):
+SWEEP_ARGS = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "-b", "1M", "-e", "4M", "-n", "10", "-w", "2")
+
+
+def sweep(fab, out, timeout=240, args=SWEEP_ARGS):
     """torchrun-style launch: one rank per namespace host; rank 0 writes `out`."""
     port = 29400 + os.getpid() % 500
     procs = []
@@ -33,12 +36,12 @@ def sweep(fab, out, timeout=240):
             env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(fab.n_hosts), LOCAL_RANK="0",
                        LOCAL_WORLD_SIZE="1", MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
             env.pop("COMM_BENCH_DEBUG", None)
-            cmd = [*fab.exec_prefix(i), COMM_BENCH, "sweep", "--transport", "tcp", "--pattern", "pairwise",
-                   "-b", "1M", "-e", "4M", "-n", "10", "-w", "2", "-o", str(out), "--addr", fab.addr(i),
+            cmd = [*fab.exec_prefix(i), COMM_BENCH, *args, "-o", str(out), "--addr", fab.addr(i),
                    "--no-progress", "--timeout", "60"]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True, cwd=str(Path(out).parent)))
         outs = [p.communicate(timeout=timeout)[0] for p in procs]
+        sweep.last_output = outs[0]
     finally:
         for p in procs:
             if p.poll() is None:

@@ -65,9 +65,12 @@ def _transport_options(func):
               help="Run even with more ranks, or larger buffers, than this host's cores and "
                    "memory hold.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
+@click.option("--confirm", default=0, type=click.IntRange(0, 64), envvar=_env("confirm"),
+              help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
+                   "known-good pairs (docs/validate-rules.md); 0: off.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, oversubscribe, progress, **transport_options):
+          pattern, nprocs, output, force, timeout, addr, oversubscribe, progress, confirm, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -82,6 +85,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
+                      confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
                       options={k: v for k, v in transport_options.items() if k in mine})
     info = detect()
     if nprocs is None:

@@ -1,0 +1,138 @@
+"""Suspects of a sweep's first pass: ranks a little slower or less steady than their peers,
+and single pairs slower than theirs. A suspect is not a finding: the confirm phase
+(confirm.py) re-measures it alternating with known-good pairs and decides (verdicts.py).
+
+Per (op, size, link class) of the first pass at the checked sizes: each pair's median GB/s
+relative to the group median; a rank's score is the median of its pairs' relative values
+(both directions), so one bad host cannot drag the reference down. Instability of a record
+is log(max / median) of its per-iteration times (latency_us, already in every record).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+MAD_SCALE = 1.4826
+
+
+def first_pass(recs):
+    """Pair records that are not confirm-phase re-measurements."""
+    return [r for r in recs if not isinstance(r.get("confirm"), dict)]
+
+
+def instability(rec):
+    """log(max / median) of a record's per-iteration times, or None."""
+    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    mx, med = lat.get("max"), lat.get("median")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (mx, med)):
+        return None
+    return math.log(mx / med)
+
+
+class PairTable:
+    """First-pass pair values per (op, size, class) group; ranks' scores per class."""
+
+    def __init__(self, recs, lm, sizes, value):
+        self.groups = {}         # key -> {(src, dst): [GB/s]}
+        self.inst = {}           # (src, dst) -> [instability]
+        for r in recs:
+            if r["size"] not in sizes or r["src"] == r["dst"]:
+                continue
+            cls, _ = lm.classify(r["src"], r["dst"], r)
+            key = (r.get("op"), r["size"], cls)
+            self.groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(value(r))
+            u = instability(r)
+            if u is not None:
+                self.inst.setdefault((r["src"], r["dst"]), []).append(u)
+        self.obs = {(k, p): statistics.median(v) for k, ps in self.groups.items() for p, v in ps.items()}
+        self.gmed = {k: statistics.median(self.obs[(k, p)] for p in ps) for k, ps in self.groups.items()}
+
+    def rel(self, key, pair):
+        g = self.gmed[key]
+        return self.obs[(key, pair)] / g if g > 0 else None
+
+    def rank_rels(self):
+        """class -> rank -> [relative values of its pairs]"""
+        out = {}
+        for (key, (s, d)) in self.obs:
+            v = self.rel(key, (s, d))
+            if v is None or v <= 0:
+                continue
+            per = out.setdefault(key[2], {})
+            per.setdefault(s, []).append(v)
+            per.setdefault(d, []).append(v)
+        return out
+
+    def rank_instability(self):
+        """rank -> median instability of its pairs (both directions)"""
+        per = {}
+        for (s, d), us in self.inst.items():
+            for r in (s, d):
+                per.setdefault(r, []).extend(us)
+        return {r: statistics.median(us) for r, us in per.items()}
+
+
+def robust_z(values):
+    """Robust z of each value (median / MAD); inf where MAD is 0 and the value differs."""
+    med = statistics.median(values)
+    mad = MAD_SCALE * statistics.median(abs(v - med) for v in values)
+    return [((v - med) / mad if mad > 0 else (0.0 if v == med else math.copysign(math.inf, v - med)))
+            for v in values], med
+
+
+def find(table, c, min_peers=3):
+    """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
+    at most c["max_suspects"], worst first, and the ranks that look best (references)."""
+    z_lim, keep = c["suspect_z"], 1.0 - c["min_effect"]
+    ranks = {}
+    for cls, per in sorted(table.rank_rels().items(), key=lambda kv: str(kv[0])):
+        rs = sorted(per)
+        if len(rs) < max(3, min_peers):
+            continue
+        scores = [statistics.median(per[r]) for r in rs]
+        zs, med = robust_z([math.log(s) for s in scores])
+        for r, s, z in zip(rs, scores, zs):
+            rel = s / math.exp(med)
+            if -z > z_lim and rel < keep:
+                e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": rel})
+                e["why"].append("slow")
+                e["score"] = min(e["score"], rel)
+    inst = table.rank_instability()
+    if len(inst) >= max(3, min_peers):
+        rs = sorted(inst)
+        zs, med = robust_z([inst[r] for r in rs])
+        for r, z in zip(rs, zs):
+            ratio = math.exp(inst[r] - med)
+            if z > z_lim and ratio >= c["unstable_ratio"]:
+                e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": None})
+                e["why"].append("unstable")
+                e["instability_ratio"] = ratio
+    pairs = {}
+    for key, ps in table.groups.items():
+        rest = [p for p in ps if p[0] not in ranks and p[1] not in ranks]
+        if len(rest) < max(3, min_peers):
+            continue
+        zs, med = robust_z([math.log(max(table.obs[(key, p)], 1e-12)) for p in rest])
+        for p, z in zip(rest, zs):
+            rel = table.obs[(key, p)] / math.exp(med)
+            if -z > z_lim and rel < keep:
+                pairs.setdefault(p, []).append(rel)
+    nsizes = {}
+    for key, ps in table.groups.items():
+        for p in ps:
+            nsizes[p] = nsizes.get(p, 0) + 1
+    out = sorted(ranks.values(), key=lambda e: (e["score"] if e["score"] is not None else 1.0, e["rank"]))
+    out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
+                   for p, v in pairs.items() if len(v) >= 0.5 * nsizes[p]),
+                  key=lambda e: (e["score"], e["src"], e["dst"]))
+    out = out[:int(c["max_suspects"])]
+    sus = {e["rank"] for e in out if e["kind"] == "rank"} | {r for e in out if e["kind"] == "pair"
+                                                             for r in (e["src"], e["dst"])}
+    allr = table.rank_rels()
+    score = {}
+    for per in allr.values():
+        for r, v in per.items():
+            score[r] = min(score.get(r, math.inf), statistics.median(v))
+    good = sorted((r for r in score if r not in sus and r not in ranks),
+                  key=lambda r: (-score[r], inst.get(r, 0.0), r))
+    return out, good

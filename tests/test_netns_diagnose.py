@@ -1,0 +1,65 @@
+"""Diagnosis on 8 network-namespace hosts whose links are all shaped to 2 Gbit/s (a
+uniform fabric, as a cluster's NICs are): real tcp sweeps with the confirm phase, then
+`comm-bench validate`. Each fault must be named exactly, with nothing else blamed, and
+the no-fault control must pass, with and without a CPU hog (docs/validate-rules.md).
+Needs root + iproute2; every namespace is deleted at the end (also on failure)."""
+import contextlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cbtest import run_cli
+from test_netns_validate import netns_fabric, sweep
+
+OK, WHY = netns_fabric.available()
+pytestmark = [pytest.mark.netns, pytest.mark.slow,
+              pytest.mark.skipif(not OK, reason=f"network namespaces: {WHY}")]
+
+N = 8
+LINK = "2gbit"
+ARGS = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "-b", "2M", "-e", "4M", "-n", "8", "-w", "2",
+        "--confirm", "8")
+
+
+def fabric(shape=None, **kw):
+    return netns_fabric.Fabric(N, prefix="d17", subnet="10.77.17", shape={i: LINK for i in range(N)} | (shape or {}),
+                               **kw)
+
+
+def validate(path):
+    p = run_cli("validate", path, "--json")
+    assert p.returncode in (0, 1), (p.stdout[-2000:], p.stderr[-2000:])
+    report = json.loads(p.stdout)
+    assert p.returncode == (1 if report["findings"] else 0)
+    return report
+
+
+def explain(report):
+    return json.dumps({"findings": [(f["kind"], f["message"], f.get("confidence")) for f in report["findings"]],
+                       "diagnosis": report["checked"].get("diagnosis")}, indent=1)
+
+
+@contextlib.contextmanager
+def cpu_hog():
+    """A busy process for the whole sweep (the control must pass with it)."""
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_host_at_60_percent_is_found(tmp_path):
+    with fabric({5: "1200mbit"}) as fab:
+        sweep(fab, tmp_path / "r.json", args=ARGS)
+        addr = fab.addr(5)
+    rep = validate(tmp_path / "r.json")
+    print(explain(rep))
+    f = [f for f in rep["findings"]]
+    assert [x["kind"] for x in f] == ["bad-host"], explain(rep)
+    assert f[0]["ranks"] == [5] and addr in f[0]["host"] and f[0]["confirmed"] is True
+    assert 0.45 < f[0]["measured_gbs"] / f[0]["peer_median_gbs"] < 0.75
+    assert f[0]["confidence"] >= 0.95
