@@ -63,3 +63,45 @@ def test_host_at_60_percent_is_found(tmp_path):
     assert f[0]["ranks"] == [5] and addr in f[0]["host"] and f[0]["confirmed"] is True
     assert 0.45 < f[0]["measured_gbs"] / f[0]["peer_median_gbs"] < 0.75
     assert f[0]["confidence"] >= 0.95
+
+
+def test_intermittent_host_is_unstable(tmp_path):
+    with fabric() as fab:
+        with fab.toggle(3, [LINK, "400mbit"], 0.3) as tog:
+            sweep(fab, tmp_path / "r.json", args=ARGS)
+        addr = fab.addr(3)
+    assert tog.changes > 20
+    rep = validate(tmp_path / "r.json")
+    print(explain(rep))
+    unstable = [f for f in rep["findings"] if f["kind"] == "unstable-host"]
+    assert len(unstable) == 1 and unstable[0]["ranks"] == [3] and addr in unstable[0]["host"], explain(rep)
+    u = unstable[0]
+    assert u["confidence"] >= 0.95 and max(u["instability_ratio"], u["repeat_spread_ratio"]) >= 1.5
+    assert "per-iteration max/median" in u["message"] and "repeats range" in u["message"]
+    # whatever else is said is about that host only
+    assert all(f.get("ranks") == [3] for f in rep["findings"]), explain(rep)
+
+
+@pytest.mark.parametrize("hog", [False, True, True])
+def test_no_fault_control_passes(tmp_path, hog):
+    with fabric() as fab, (cpu_hog() if hog else contextlib.nullcontext()):
+        sweep(fab, tmp_path / "r.json", args=ARGS)
+    rep = validate(tmp_path / "r.json")
+    print(explain(rep))
+    assert rep["findings"] == [], explain(rep)
+
+
+def test_slow_host_and_one_direction_pair_named_exactly(tmp_path):
+    """The faults the first pass already caught: a host at 6% and one direction of one
+    pair at 10%, on the same fabric; the confirm phase re-measures and keeps them."""
+    with fabric({2: "120mbit"}, pair_shape={(4, 6): "200mbit"}) as fab:
+        sweep(fab, tmp_path / "r.json", args=ARGS)
+        addr = fab.addr(2)
+    rep = validate(tmp_path / "r.json")
+    print(explain(rep))
+    kinds = sorted(f["kind"] for f in rep["findings"])
+    assert kinds == ["bad-host", "bad-pair"], explain(rep)
+    host = next(f for f in rep["findings"] if f["kind"] == "bad-host")
+    pair = next(f for f in rep["findings"] if f["kind"] == "bad-pair")
+    assert host["ranks"] == [2] and addr in host["host"] and host["confidence"] >= 0.95
+    assert (pair["src"], pair["dst"]) == (4, 6) and pair["confidence"] >= 0.95

@@ -66,7 +66,7 @@ def _name(s):
 def _summary(v):
     keys = ("kind", "target", "why", "alternations", "ratio", "slow", "slow_confidence", "suspect_gbs",
             "reference_gbs", "repeat_spread", "reference_repeat_spread", "unstable", "unstable_confidence",
-            "max_over_median", "reference_max_over_median", "instability_ratio", "when")
+            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "when")
     return {k: v[k] for k in keys if k in v}
 
 
@@ -136,6 +136,7 @@ def _rank_findings(verdicts, lm, make, what):
             else:
                 out.append(make(kind, f"{who} is unstable: {_unstable_text(v)}",
                                 instability_ratio=v["instability_ratio"], max_over_median=v["max_over_median"],
+                                repeat_spread_ratio=v["repeat_spread_ratio"],
                                 confidence=v["unstable_confidence"], **common))
     return out
 

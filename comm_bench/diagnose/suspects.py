@@ -52,24 +52,26 @@ class PairTable:
         return self.obs[(key, pair)] / g if g > 0 else None
 
     def rank_rels(self):
-        """class -> rank -> [relative values of its pairs]"""
+        """(class, direction) -> rank -> [relative values of its pairs]; direction "out"
+        (the rank sends), "in" (it receives) or "both": a NIC can fail one way only."""
         out = {}
         for (key, (s, d)) in self.obs:
             v = self.rel(key, (s, d))
             if v is None or v <= 0:
                 continue
-            per = out.setdefault(key[2], {})
-            per.setdefault(s, []).append(v)
-            per.setdefault(d, []).append(v)
+            for r, way in ((s, "out"), (d, "in")):
+                for w in (way, "both"):
+                    out.setdefault((key[2], w), {}).setdefault(r, []).append(v)
         return out
 
     def rank_instability(self):
-        """rank -> median instability of its pairs (both directions)"""
+        """direction -> rank -> median instability of its pairs"""
         per = {}
         for (s, d), us in self.inst.items():
-            for r in (s, d):
-                per.setdefault(r, []).extend(us)
-        return {r: statistics.median(us) for r, us in per.items()}
+            for r, way in ((s, "out"), (d, "in")):
+                for w in (way, "both"):
+                    per.setdefault(w, {}).setdefault(r, []).extend(us)
+        return {w: {r: statistics.median(us) for r, us in rs.items()} for w, rs in per.items()}
 
 
 def robust_z(values):
@@ -95,18 +97,21 @@ def find(table, c, min_peers=3):
             rel = s / math.exp(med)
             if -z > z_lim and rel < keep:
                 e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": rel})
-                e["why"].append("slow")
+                if "slow" not in e["why"]:
+                    e["why"].append("slow")
                 e["score"] = min(e["score"], rel)
-    inst = table.rank_instability()
-    if len(inst) >= max(3, min_peers):
+    for way, inst in sorted(table.rank_instability().items()):
+        if len(inst) < max(3, min_peers):
+            continue
         rs = sorted(inst)
         zs, med = robust_z([inst[r] for r in rs])
         for r, z in zip(rs, zs):
             ratio = math.exp(inst[r] - med)
             if z > z_lim and ratio >= c["unstable_ratio"]:
                 e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": None})
-                e["why"].append("unstable")
-                e["instability_ratio"] = ratio
+                if "unstable" not in e["why"]:
+                    e["why"].append("unstable")
+                e["instability_ratio"] = max(ratio, e.get("instability_ratio", 0))
     pairs = {}
     for key, ps in table.groups.items():
         rest = [p for p in ps if p[0] not in ranks and p[1] not in ranks]
@@ -121,9 +126,22 @@ def find(table, c, min_peers=3):
     for key, ps in table.groups.items():
         for p in ps:
             nsizes[p] = nsizes.get(p, 0) + 1
-    out = sorted(ranks.values(), key=lambda e: (e["score"] if e["score"] is not None else 1.0, e["rank"]))
+    pairs = {p: v for p, v in pairs.items() if len(v) >= 0.5 * nsizes[p]}
+    # several slow pairs sharing one end, while that end's median is fine: a link that is
+    # slow only part of the time (the pairs measured then), so that end is the suspect
+    while pairs:
+        ends = {}
+        for p in pairs:
+            for r in p:
+                ends[r] = ends.get(r, 0) + 1
+        r, n = min(ends.items(), key=lambda kv: (-kv[1], kv[0]))
+        if n < 2:
+            break
+        ranks[r] = {"kind": "rank", "rank": r, "why": ["unstable"], "score": None, "slow_pairs": n}
+        pairs = {p: v for p, v in pairs.items() if r not in p}
+    out = sorted(ranks.values(), key=lambda e: (e["score"] if e["score"] is not None else 0.0, e["rank"]))
     out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
-                   for p, v in pairs.items() if len(v) >= 0.5 * nsizes[p]),
+                   for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
     out = out[:int(c["max_suspects"])]
     sus = {e["rank"] for e in out if e["kind"] == "rank"} | {r for e in out if e["kind"] == "pair"
@@ -133,6 +151,7 @@ def find(table, c, min_peers=3):
     for per in allr.values():
         for r, v in per.items():
             score[r] = min(score.get(r, math.inf), statistics.median(v))
+    steady = table.rank_instability().get("both", {})
     good = sorted((r for r in score if r not in sus and r not in ranks),
-                  key=lambda r: (-score[r], inst.get(r, 0.0), r))
+                  key=lambda r: (-score[r], steady.get(r, 0.0), r))
     return out, good
