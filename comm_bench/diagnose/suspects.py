@@ -143,15 +143,17 @@ def find(table, c, min_peers=3):
     out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                    for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
-    out = out[:int(c["max_suspects"])]
-    sus = {e["rank"] for e in out if e["kind"] == "rank"} | {r for e in out if e["kind"] == "pair"
-                                                             for r in (e["src"], e["dst"])}
-    allr = table.rank_rels()
     score = {}
-    for per in allr.values():
+    for per in table.rank_rels().values():
         for r, v in per.items():
             score[r] = min(score.get(r, math.inf), statistics.median(v))
     steady = table.rank_instability().get("both", {})
-    good = sorted((r for r in score if r not in sus and r not in ranks),
-                  key=lambda r: (-score[r], steady.get(r, 0.0), r))
-    return out, good
+    out = out[:int(c["max_suspects"])]
+    while True:      # the least suspect go back to the references until two are left
+        sus = {r for e in out for r in ((e["rank"],) if e["kind"] == "rank" else (e["src"], e["dst"]))}
+        good = sorted((r for r in score if r not in sus), key=lambda r: (-score[r], steady.get(r, 0.0), r))
+        clean = [r for r in good if r not in ranks]    # flagged ranks left out by max_suspects
+        good = clean if len(clean) >= 2 else good
+        if len(good) >= 2 or not out:
+            return out, good
+        out = out[:-1]

@@ -42,7 +42,7 @@ def findings(doc, make):
     out = []
     for host, kind, grp, e in entries:
         name = f"GPU{e.get('index')}" if kind == "gpu" else e.get("name")
-        what = f"{'GPU' if kind == 'gpu' else 'NIC'} {name} on host {host}"
+        what = f"{name if kind == 'gpu' else 'NIC ' + str(name)} on host {host}"
         pcie = e.get("pcie") if isinstance(e.get("pcie"), dict) else {}
         cw, mw = _num(pcie.get("cur_width")), _num(pcie.get("max_width"))
         peers = [_num((p.get("pcie") or {}).get("cur_width")) for p in groups[grp] if p is not e]

@@ -1,0 +1,154 @@
+"""Diagnosis without a fabric: the signed-rank confidence, topology findings on recorded
+fixtures (a NIC at half its peers' speed, a GPU at PCIe x8 among x16 peers), confirm-phase
+verdicts on synthetic records, and a real loopback sweep with --confirm."""
+import copy
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from comm_bench.diagnose.confirm import plan
+from comm_bench.diagnose.stats import signed_rank_p
+from comm_bench.errors import UsageError
+from comm_bench.topology import snapshot
+from comm_bench.validate import check, load_rules
+from cbtest import run_cli
+from test_heatmap import make_doc, write
+
+FIXTURES = Path(__file__).resolve().parent.parent / "topology" / "fixtures"
+
+
+def test_signed_rank_p_exact():
+    assert signed_rank_p([-1.0] * 8) == pytest.approx(1 / 256)
+    assert signed_rank_p([-3, -2, -4, -5, -6, -7, -8, 1]) == pytest.approx(2 / 256)   # W+ = 1
+    assert signed_rank_p([1.0] * 8) == 1.0
+    assert signed_rank_p([]) == 1.0
+    assert signed_rank_p([-1, 1, -2, 2]) == pytest.approx(10 / 16)
+    assert signed_rank_p([-0.1 * i for i in range(1, 40)]) < 1e-6                    # normal tail
+
+
+# ----------------------------------------------------------------------------- topology
+def _degraded_fixture(tmp_path, gpu_width=None, nic_rate=None):
+    root = tmp_path / "fx"
+    shutil.copytree(FIXTURES / "dgx-h100", root)
+    if gpu_width:
+        (next(root.rglob("0000:18:00.0/current_link_width"))).write_text(f"{gpu_width}\n")
+    if nic_rate:
+        (next(root.rglob("mlx5_3/ports/1/rate"))).write_text(nic_rate + "\n")
+    return snapshot(str(root))
+
+
+@pytest.mark.parametrize("fault", ["gpu", "nic"])
+def test_topology_link_below_peers(tmp_path, fault):
+    snap = _degraded_fixture(tmp_path, gpu_width=8 if fault == "gpu" else None,
+                             nic_rate="200 Gb/sec (4X HDR)" if fault == "nic" else None)
+    doc = make_doc(nodes=2, gpn=8)
+    doc["hosts"][1]["topology"] = snap
+    p = run_cli("validate", write(tmp_path, doc), "--json")
+    assert p.returncode == 1, p.stdout[-2000:]
+    f = json.loads(p.stdout)["findings"]
+    assert [x["kind"] for x in f] == ["link-degraded"], f
+    f = f[0]
+    assert f["host"] == "node001" and f["confidence"] == 1.0
+    if fault == "gpu":
+        assert f["device"] == "GPU0" and (f["measured"], f["expected"]) == ("x8", "x16")
+        assert "GPU0 on host node001 runs PCIe x8 where its peers run x16" in f["message"]
+    else:
+        assert f["device"] == "mlx5_3" and f["measured_gbs"] == 25.0 and f["expected_gbs"] == 50.0
+        assert "200 Gb/s where its peers run 400 Gb/s" in f["message"]
+
+
+def test_topology_fixtures_as_recorded_have_no_finding():
+    for name in ("dgx-h100", "gpu-h200x2", "dev-vm"):
+        doc = make_doc(nodes=2, gpn=8, topo=snapshot(str(FIXTURES / name)))
+        assert not [f for f in check(doc)["findings"] if f["kind"] == "link-degraded"], name
+
+
+# ----------------------------------------------------------------------------- confirm
+def _with_confirm(doc, target_rank, ratio, seed=0, k=8, good=(0, 1, 2)):
+    """Confirm-phase records as a sweep writes them: suspect rank `target_rank` runs at
+    `ratio` x its references (+-5% noise)."""
+    rnd = random.Random(seed)
+    base = dict(doc["results"][0])
+    rounds = plan([{"kind": "rank", "rank": target_rank, "why": ["slow"]}], list(good), k)
+    for i, (s, d, tag) in enumerate(rounds):
+        bw = 45.0 * rnd.uniform(0.95, 1.05) * (ratio if tag["role"] == "suspect" else 1.0)
+        rec = dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=base["size"] / bw / 1e3,
+                   src_host=f"node{s:03d}", dst_host=f"node{d:03d}", round=100 + i, confirm=tag)
+        doc["results"].append(rec)
+    return doc
+
+
+def _hosts_doc(value=None):
+    return make_doc(nodes=6, gpn=1, value=value or (lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05)))
+
+
+def test_confirmed_slow_host_is_a_finding():
+    """80%: below every first-pass threshold, found by the confirm phase."""
+    doc = _with_confirm(_hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05) * (0.8 if 4 in (s, d) else 1)),
+                        4, 0.8)
+    rep = check(doc)
+    assert [f["kind"] for f in rep["findings"]] == ["bad-host"], rep["findings"]
+    f = rep["findings"][0]
+    assert f["ranks"] == [4] and f["confirmed"] and f["confidence"] >= 0.99
+    assert 0.7 < f["confirm"]["ratio"] < 0.9
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_suspect_not_reproduced_is_no_finding(seed):
+    """The first pass saw rank 4 at 20% (a finding by the old rules); re-measured next to
+    good pairs it runs like them: the finding is withdrawn, and says so."""
+    doc = _with_confirm(_hosts_doc(lambda s, d, size, rnd: 45.0 * (0.2 if 4 in (s, d) else 1)), 4, 1.0, seed=seed)
+    rep = check(doc)
+    assert rep["findings"] == [], rep["findings"]
+    assert len(rep["checked"]["diagnosis"]["withdrawn"]) == 1
+
+
+def test_first_pass_findings_carry_a_confidence():
+    rep = check(_hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05) * (0.05 if 2 in (s, d) else 1)))
+    assert [f["kind"] for f in rep["findings"]] == ["bad-host"]
+    assert rep["findings"][0]["confidence"] >= 0.999          # 10 pairs x 2 sizes, all below
+    assert "confirmed" not in rep["findings"][0]
+
+
+def test_unconfirmed_suspect_is_listed_not_a_finding(tmp_path):
+    doc = _hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.99, 1.01) * (0.85 if 3 in (s, d) else 1))
+    rep = check(doc)
+    assert rep["findings"] == [] and rep["checked"]["diagnosis"]["unconfirmed_suspects"] == ["rank 3"]
+    p = run_cli("validate", write(tmp_path, doc))
+    assert p.returncode == 0 and "suspects (not findings" in p.stdout and "rank 3" in p.stdout
+
+
+def test_confirm_rules_checked(tmp_path):
+    p = tmp_path / "r.yaml"
+    for text, msg in (("confirm: {min_confidence: 1.5}\n", "confirm.min_confidence must be below 1"),
+                      ("confirm: {alpha: 1}\n", "unknown key confirm.alpha"),
+                      ("confirm: {suspect_z: .nan}\n", "confirm.suspect_z must be a number")):
+        p.write_text(text)
+        with pytest.raises(UsageError, match=msg):
+            load_rules(str(p))
+
+
+def test_sweep_confirm_phase_on_loopback(tmp_path):
+    """Real ranks: with rules that make every below-median rank a suspect, the sweep
+    re-measures them in alternation with references and validate reads the verdicts."""
+    rules = tmp_path / "loose.yaml"
+    rules.write_text("confirm: {suspect_z: 0, min_effect: 0}\n")
+    out = tmp_path / "r.json"
+    run_cli("sweep", "-t", "tcp", "--pattern", "pairwise", "-N", "4", "-b", "256K", "-e", "256K", "-n", "4",
+            "-w", "1", "--confirm", "3", "--no-progress", "-o", out, env={"COMM_BENCH_RULES": str(rules)},
+            check_rc=0, timeout=180)
+    doc = json.loads(out.read_text())
+    conf = [r for r in doc["results"] if "confirm" in r]
+    first = [r for r in doc["results"] if "confirm" not in r]
+    assert len(first) == 12 and conf, "no suspect re-measured"
+    ids = {r["confirm"]["id"] for r in conf}
+    for i in ids:
+        mine = [r for r in conf if r["confirm"]["id"] == i]
+        assert len(mine) == 3 * 4 and {r["confirm"]["role"] for r in mine} == {"suspect", "reference"}
+        assert [r["confirm"]["alt"] for r in mine] == sorted(r["confirm"]["alt"] for r in mine)
+    rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
+    assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
+    assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])
