@@ -57,6 +57,8 @@ class SweepConfig:
     confirm: int = 0             # pair patterns: re-measure suspects K times (diagnose/confirm.py)
     rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
     runner: type | None = None   # another driver of the same rank life cycle (check)
+    expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)
+    localize: str = "auto"              # check: auto | always | never
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -225,7 +227,7 @@ class _RankRun:
             h = hosts.setdefault(t["host"], {"host": t["host"], "ranks": [], "topology": None})
             h["ranks"].append(t["rank"])
             h["topology"] = h["topology"] or d["topology"]
-        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force")}
+        options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner")}
         options["transport_options"] = cfg.options
         doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
                            options=options, ranks=ranks, hosts=list(hosts.values()))

@@ -152,3 +152,37 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
     rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
     assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
     assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])
+
+
+# ----------------------------------------------------------------------------- check
+@pytest.mark.parametrize("args, msg", [
+    (["-t", "tcp"], "check needs a transport with the collective 'all_reduce' and sendrecv"),
+    (["-t", "gloo", "--expect-busbw", "-1"], "--expect-busbw must be a number of GB/s above 0"),
+    (["-t", "gloo", "--rules", "/nonexistent.yaml"], "rules file"),
+])
+def test_check_bad_input(args, msg, tmp_path):
+    p = run_cli("check", *args, "-N", "2", "-o", tmp_path / "c.json")
+    assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_check_above_expectation_does_not_localize(tmp_path):
+    out = tmp_path / "c.json"
+    p = run_cli("check", "-t", "gloo", "-N", "3", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1",
+                "--expect-busbw", "1e-6", "--no-progress", "-o", out, timeout=180)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "at or above the expected" in p.stdout and "not localizing" in p.stdout and "no findings" in p.stdout
+    doc = json.loads(out.read_text())
+    assert [r["pattern"] for r in doc["results"]] == ["collective"] and doc["status"] == "ok"
+
+
+def test_check_localize_always_runs_n_minus_1_rounds(tmp_path):
+    out = tmp_path / "c.json"
+    p = run_cli("check", "-t", "gloo", "-N", "4", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1",
+                "--localize", "always", "--confirm", "0", "--no-progress", "-o", out, "--json", timeout=180)
+    assert p.returncode in (0, 1), (p.stdout[-2000:], p.stderr[-2000:])
+    rep = json.loads(p.stdout[p.stdout.index("{\n"):])
+    doc = json.loads(out.read_text())
+    pairs = [r for r in doc["results"] if r["pattern"] == "pairwise-concurrent"]
+    assert len(pairs) == 12 and len({r["round"] for r in pairs}) == 2 * 3     # 3 rounds, both directions
+    assert rep["checked"]["collectives"][0]["op"] == "all_reduce" and rep["checked"]["pairs"] == 12

@@ -94,8 +94,10 @@ def test_no_fault_control_passes(tmp_path, hog):
 def test_slow_host_and_one_direction_pair_named_exactly(tmp_path):
     """The faults the first pass already caught: a host at 6% and one direction of one
     pair at 10%, on the same fabric; the confirm phase re-measures and keeps them."""
+    args = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "-b", "1M", "-e", "2M", "-n", "6", "-w", "1",
+            "--confirm", "8")          # smaller: the slow links take long to fill
     with fabric({2: "120mbit"}, pair_shape={(4, 6): "200mbit"}) as fab:
-        sweep(fab, tmp_path / "r.json", args=ARGS)
+        sweep(fab, tmp_path / "r.json", args=args)
         addr = fab.addr(2)
     rep = validate(tmp_path / "r.json")
     print(explain(rep))
@@ -105,3 +107,37 @@ def test_slow_host_and_one_direction_pair_named_exactly(tmp_path):
     pair = next(f for f in rep["findings"] if f["kind"] == "bad-pair")
     assert host["ranks"] == [2] and addr in host["host"] and host["confidence"] >= 0.95
     assert (pair["src"], pair["dst"]) == (4, 6) and pair["confidence"] >= 0.95
+
+
+def test_pair_shape_and_toggle_are_real():
+    """The fabric's faults are what the tests say: one direction of one pair shaped, and a
+    host whose rate toggles."""
+    with netns_fabric.Fabric(3, prefix="d17", subnet="10.77.18", shape={i: LINK for i in range(3)},
+                             pair_shape={(0, 2): "200mbit"}) as fab:
+        one_way = netns_fabric.measure(fab, 0, 2, seconds=0.5, port=5302)
+        back = netns_fabric.measure(fab, 2, 0, seconds=0.5, port=5320)
+        fab.set_rate(1, "400mbit")
+        slow = netns_fabric.measure(fab, 1, 0, seconds=0.5, port=5310)
+    assert one_way < 0.35e9 / 8 and back > 1e9 / 8
+    assert slow < 0.6e9 / 8
+
+
+def test_check_collective_then_localize(tmp_path):
+    """`comm-bench check` under a torchrun-style launch: the all_reduce runs below what the
+    fabric gives, so it localizes with pairwise-concurrent rounds + the confirm phase, and
+    the report (printed by rank 0, exit 1) names the host."""
+    args = ("check", "-t", "gloo", "-b", "2M", "-e", "2M", "-n", "6", "-w", "1", "--expect-busbw", "0.08", "--json")
+    with fabric({6: "400mbit"}) as fab:
+        sweep(fab, tmp_path / "c.json", args=args, timeout=400, rank0_rc=1)
+        out = sweep.last_output
+        addr = fab.addr(6)
+    doc = json.loads((tmp_path / "c.json").read_text())
+    coll = [r for r in doc["results"] if r["pattern"] == "collective"]
+    pairs = [r for r in doc["results"] if r["pattern"] == "pairwise-concurrent" and "confirm" not in r]
+    assert len(coll) == 1 and coll[0]["busbw"] < 0.08
+    assert len(pairs) == N * (N - 1)        # n-1 rounds of n/2 pairs, both directions
+    assert any("confirm" in r for r in doc["results"])
+    rep = json.loads(out[out.index("{\n"):])
+    assert [f["kind"] for f in rep["findings"]] == ["bad-host"], explain(rep)
+    assert rep["findings"][0]["ranks"] == [6] and addr in rep["findings"][0]["host"]
+    assert rep["findings"][0]["confidence"] >= 0.95

@@ -268,17 +268,19 @@ class Fabric:
             _sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, *where, "tbf", *cls._tbf_args(spec)])
 
     def _shape_pairs(self, ns, spec, dsts):
-        """Host egress: a prio qdisc whose band 0 takes all traffic (under the host's own
-        shape, if any) and one band per shaped destination, picked by a u32 filter."""
-        bands = 1 + len(dsts)
-        _sh(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio", "bands",
-             str(max(bands, 2)), "priomap", *["0"] * 16])
-        if spec:
-            self._shape(ns, "eth0", spec, parent="1:1", handle="10:")
-        for k, (dst, rate) in enumerate(sorted(dsts.items()), start=2):
-            self._shape(ns, "eth0", {"rate": rate}, parent=f"1:{k}", handle=f"{10 * k}:")
-            _sh(["tc", "-n", ns, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1",
-                 "u32", "match", "ip", "dst", f"{self.addr(dst)}/32", "flowid", f"1:{k}"])
+        """Host egress: an htb root (this kernel has no prio qdisc) whose default class takes
+        all traffic (under the host's own tbf shape, if any) and one class per shaped
+        destination, picked by a u32 filter, each with its own tbf."""
+        _sh(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"])
+        classes = [(1, spec, None)] + [(k, {"rate": r}, dst) for k, (dst, r) in enumerate(sorted(dsts.items()), 2)]
+        for k, sp, dst in classes:
+            _sh(["tc", "-n", ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{k}", "htb",
+                 "rate", "100gbit", "quantum", "60000"])
+            if sp:
+                self._shape(ns, "eth0", sp, parent=f"1:{k}", handle=f"{10 * k}:")
+            if dst is not None:
+                _sh(["tc", "-n", ns, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1",
+                     "u32", "match", "ip", "dst", f"{self.addr(dst)}/32", "flowid", f"1:{k}"])
 
     def set_rate(self, i, rate):
         """Change host i's shaped rate (both directions) on a live fabric (tbf shapes only)."""

@@ -135,11 +135,13 @@ def find(table, c, min_peers=3):
             for r in p:
                 ends[r] = ends.get(r, 0) + 1
         r, n = min(ends.items(), key=lambda kv: (-kv[1], kv[0]))
-        if n < 2:
+        if n < 3:       # two can be one slow pair and chance; a single slow pair stays a pair
             break
         ranks[r] = {"kind": "rank", "rank": r, "why": ["unstable"], "score": None, "slow_pairs": n}
         pairs = {p: v for p, v in pairs.items() if r not in p}
-    out = sorted(ranks.values(), key=lambda e: (e["score"] if e["score"] is not None else 0.0, e["rank"]))
+    # worst first: slow ranks, ranks with several slow pairs, then single pairs
+    out = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0, -e.get("slow_pairs", 0),
+                                                e["rank"]))
     out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                    for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
