@@ -213,7 +213,8 @@ def check(doc, rules=None):
                                  f"(host {f.get('host')}): {f.get('reason')}",
                                  rank=f.get("rank"), host=f.get("host")))
     from .diagnose import findings as diag
-    recs = diag.first_pass(pair_records(doc))
+    all_recs = pair_records(doc)
+    recs = diag.first_pass(all_recs)
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
             if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
@@ -224,7 +225,7 @@ def check(doc, rules=None):
     collective = _collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     if not recs:
-        findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings)
+        findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
         if findings or collective["checked"]:
             return _report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
         raise UsageError("no bandwidth records to validate (run a sweep with --pattern "
@@ -323,7 +324,7 @@ def check(doc, rules=None):
             measured_gbs=med, expected_gbs=exp))
     for p in sorted(remaining):
         findings.append(_pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
-    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings)
+    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
     return _report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}

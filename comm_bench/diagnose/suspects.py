@@ -32,18 +32,23 @@ def instability(rec):
 class PairTable:
     """First-pass pair values per (op, size, class) group; ranks' scores per class."""
 
-    def __init__(self, recs, lm, sizes, value):
+    def __init__(self, recs, lm, sizes, value, groups=None):
+        """groups: validate's own {(op, size, class): {pair: [GB/s]}} when it has them."""
         self.groups = {}         # key -> {(src, dst): [GB/s]}
         self.inst = {}           # (src, dst) -> [instability]
         for r in recs:
             if r["size"] not in sizes or r["src"] == r["dst"]:
                 continue
-            cls, _ = lm.classify(r["src"], r["dst"], r)
-            key = (r.get("op"), r["size"], cls)
-            self.groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(value(r))
+            if groups is None:
+                cls, _ = lm.classify(r["src"], r["dst"], r)
+                key = (r.get("op"), r["size"], cls)
+                self.groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(value(r))
             u = instability(r)
             if u is not None:
                 self.inst.setdefault((r["src"], r["dst"]), []).append(u)
+        if groups is not None:
+            self.groups = {k: {p: v for p, v in ps.items() if p[0] != p[1]} for k, ps in groups.items()}
+        self._rank_rels = None
         self.obs = {(k, p): statistics.median(v) for k, ps in self.groups.items() for p, v in ps.items()}
         self.gmed = {k: statistics.median(self.obs[(k, p)] for p in ps) for k, ps in self.groups.items()}
 
@@ -54,7 +59,9 @@ class PairTable:
     def rank_rels(self):
         """(class, direction) -> rank -> [relative values of its pairs]; direction "out"
         (the rank sends), "in" (it receives) or "both": a NIC can fail one way only."""
-        out = {}
+        if self._rank_rels is not None:
+            return self._rank_rels
+        out = self._rank_rels = {}
         for (key, (s, d)) in self.obs:
             v = self.rel(key, (s, d))
             if v is None or v <= 0:

@@ -33,21 +33,32 @@ def _num(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
+def _group_stats(members, get):
+    vals = [v for v in (get(e) for e in members) if v]
+    if len(vals) < 3:
+        return None, {}
+    counts = {}
+    for v in vals:
+        counts[v] = counts.get(v, 0) + 1
+    return statistics.median(vals), counts
+
+
 def findings(doc, make):
     """make(kind, message, **fields) -> finding. Findings for degraded links."""
     entries = list(_entries(doc))
     groups = {}
     for host, kind, grp, e in entries:
         groups.setdefault(grp, []).append(e)
+    width = lambda e: _num((e.get("pcie") if isinstance(e.get("pcie"), dict) else {}).get("cur_width"))  # noqa: E731
+    widths = {g: _group_stats(m, width) for g, m in groups.items()}
+    rates = {g: _group_stats(m, lambda e: _num(e.get("rate_gbs"))) for g, m in groups.items()}
     out = []
     for host, kind, grp, e in entries:
         name = f"GPU{e.get('index')}" if kind == "gpu" else e.get("name")
         what = f"{name if kind == 'gpu' else 'NIC ' + str(name)} on host {host}"
         pcie = e.get("pcie") if isinstance(e.get("pcie"), dict) else {}
         cw, mw = _num(pcie.get("cur_width")), _num(pcie.get("max_width"))
-        peers = [_num((p.get("pcie") or {}).get("cur_width")) for p in groups[grp] if p is not e]
-        peers = [w for w in peers if w]
-        peer_w = statistics.median(peers) if len(peers) >= 2 else None
+        peer_w = widths[grp][0]
         if cw and ((mw and cw < mw) or (peer_w and cw < peer_w)):
             ref = max(w for w in (mw, peer_w) if w)
             out.append(make("link-degraded",
@@ -56,18 +67,15 @@ def findings(doc, make):
                             f"(its transfers get about {cw / ref:.0%} of the bandwidth)",
                             host=host, device=name, link="pcie", measured=f"x{cw:g}", expected=f"x{ref:g}",
                             confidence=CONFIDENCE))
-        if kind == "nic":
-            rate = _num(e.get("rate_gbs"))
-            rates = [_num(p.get("rate_gbs")) for p in groups[grp] if p is not e]
-            rates = [r for r in rates if r]
-            if rate and len(rates) >= 2:
-                med = statistics.median(rates)
-                same = sum(1 for r in rates if r == rate)
-                if rate < med and same < len(rates) / 3:
-                    out.append(make("link-degraded",
-                                    f"{what} ({e.get('kind')}) runs at {rate * 8:g} Gb/s where its peers run "
-                                    f"{med * 8:g} Gb/s ({rate / med:.0%}): check the cable, the switch port "
-                                    f"and the negotiated speed ({e.get('rate') or '?'})",
-                                    host=host, device=name, link=e.get("kind"), measured_gbs=rate,
-                                    expected_gbs=med, confidence=CONFIDENCE))
+        rate = _num(e.get("rate_gbs")) if kind == "nic" else None
+        med, counts = rates[grp]
+        # below the group's median, and shared by under a third of the group: a port that
+        # trained down, not a class of slower NICs (a 10G management port among 100G ones)
+        if rate and med and rate < med and counts.get(rate, 0) < sum(counts.values()) / 3:
+            out.append(make("link-degraded",
+                            f"{what} ({e.get('kind')}) runs at {rate * 8:g} Gb/s where its peers run "
+                            f"{med * 8:g} Gb/s ({rate / med:.0%}): check the cable, the switch port "
+                            f"and the negotiated speed ({e.get('rate') or '?'})",
+                            host=host, device=name, link=e.get("kind"), measured_gbs=rate,
+                            expected_gbs=med, confidence=CONFIDENCE))
     return out
