@@ -140,14 +140,14 @@ def _check_rules(rules, path="rules"):
 OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
 
 
-def _check_outliers(o, where, path, complete=False):
+def _check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
     if not isinstance(o, dict):
         raise UsageError(f"rules file '{path}': {where} must be a mapping")
-    unknown = set(o) - set(OUTLIER_KEYS)
+    unknown = set(o) - set(keys)
     if unknown:
         raise UsageError(f"rules file '{path}': unknown key {where}.{sorted(unknown)[0]} "
-                         f"(known: {', '.join(OUTLIER_KEYS)})")
-    for k in OUTLIER_KEYS if complete else o:
+                         f"(known: {', '.join(keys)})")
+    for k in keys if complete else o:
         if not _number(o.get(k)):
             raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
 
