@@ -42,7 +42,7 @@ DEFAULT_RULES = {
                    "mpi": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}}},
     "outliers": {"z": 5.0, "ratio": 0.75, "pair_ratio": 0.5, "min_peers": 3, "min_size_fraction": 0.5},
     "blame": {"min_share": 0.5},
-    "confirm": {"suspect_z": 3.0, "min_effect": 0.1, "unstable_ratio": 1.5, "min_confidence": 0.95,
+    "confirm": {"suspect_z": 3.0, "min_effect": 0.1, "unstable_ratio": 1.4, "min_confidence": 0.95,
                 "max_suspects": 4},
     "check_wrong": True,
 }

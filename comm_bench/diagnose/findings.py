@@ -68,7 +68,7 @@ def _name(s):
 def _summary(v):
     keys = ("kind", "target", "why", "alternations", "ratio", "slow", "slow_confidence", "suspect_gbs",
             "reference_gbs", "repeat_spread", "reference_repeat_spread", "unstable", "unstable_confidence",
-            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "when")
+            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "unsteadiness_ratio", "when")
     return {k: v[k] for k in keys if k in v}
 
 

@@ -9,8 +9,8 @@ comparison per direction:
   rates shows in one or the other).
 A one-sided Wilcoxon signed-rank test over the K comparisons (directions averaged) gives
 p; confidence = 1 - p. Slow: confidence >= rules.confirm.min_confidence and median ratio
-<= 1 - min_effect. Unstable: that confidence, and its per-iteration max/median or the
-spread of its repeats (max/min GB/s) at least unstable_ratio x its references'.
+<= 1 - min_effect. Unstable: that confidence, and the median of its u + d at least
+unstable_ratio x (in exp) the references' median u + d.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _judge(rs, c, value):
         for d in {k[1] for k in rows}:
             logmed[(role, d)] = statistics.median(math.log(m[role][0]) for k, m in rows.items() if k[1] == d)
     speed, unsteady, when = {}, {}, []
-    sus_bw, ref_bw, sus_u, ref_u = {}, {}, [], []
+    sus_bw, ref_bw, sus_u, ref_u, sus_ud, ref_ud = {}, {}, [], [], [], []
     for (k, d), m in rows.items():
         (vs, us, rec), (vg, ug, _) = m["suspect"], m["reference"]
         speed.setdefault(k, []).append(math.log(vs / vg))
@@ -60,6 +60,8 @@ def _judge(rs, c, value):
             ref_u.append(ug)
             ds, dg = abs(math.log(vs) - logmed[("suspect", d)]), abs(math.log(vg) - logmed[("reference", d)])
             unsteady.setdefault(k, []).append((us + ds) - (ug + dg))
+            sus_ud.append(us + ds)
+            ref_ud.append(ug + dg)
             if math.exp(us - ug) >= c["unstable_ratio"] or math.exp(ds - dg) >= c["unstable_ratio"]:
                 when.append({"alt": k, "round": rec.get("round"), "dir": d, "gbs": round(vs, 4),
                              "max_over_median": round(math.exp(us), 3)})
@@ -81,10 +83,12 @@ def _judge(rs, c, value):
         p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
         it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
         rep_ratio = max((spread[d] / ref_spread[d] for d in spread if spread[d] and ref_spread.get(d)), default=1.0)
+        # the effect tested: typical unsteadiness (u + d) of the suspect over its references'
+        unsteadiness = math.exp(statistics.median(sus_ud) - statistics.median(ref_ud))
         v.update(unstable_confidence=confidence(p), instability_ratio=round(it_ratio, 3),
-                 repeat_spread_ratio=round(rep_ratio, 3),
+                 repeat_spread_ratio=round(rep_ratio, 3), unsteadiness_ratio=round(unsteadiness, 3),
                  max_over_median=round(math.exp(statistics.median(sus_u)), 3),
                  reference_max_over_median=round(math.exp(statistics.median(ref_u)), 3),
-                 unstable=p <= alpha and max(it_ratio, rep_ratio) >= c["unstable_ratio"],
+                 unstable=p <= alpha and unsteadiness >= c["unstable_ratio"],
                  when=sorted(when, key=lambda w: (str(w["alt"]), str(w["dir"]))))
     return v
