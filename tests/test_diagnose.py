@@ -186,3 +186,35 @@ def test_check_localize_always_runs_n_minus_1_rounds(tmp_path):
     pairs = [r for r in doc["results"] if r["pattern"] == "pairwise-concurrent"]
     assert len(pairs) == 12 and len({r["round"] for r in pairs}) == 2 * 3     # 3 rounds, both directions
     assert rep["checked"]["collectives"][0]["op"] == "all_reduce" and rep["checked"]["pairs"] == 12
+
+
+def _lat(median, max_over_median):
+    return {"min": median * 0.9, "median": median, "max": median * max_over_median, "avg": median,
+            "stdev": 0.0, "p99": median * max_over_median, "p999": median * max_over_median}
+
+
+@pytest.mark.parametrize("toggling", [True, False])
+def test_instability_verdict(toggling):
+    """A host whose re-measurements swing between fast and slow (and whose iterations do):
+    unstable-host, with how unstable and when; a steady one: nothing."""
+    doc = _hosts_doc()
+    rnd = random.Random(3)
+    base = dict(doc["results"][0])
+    for i, (s, d, tag) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
+        sus = tag["role"] == "suspect"
+        slow = toggling and sus and tag["alt"] % 2 == 0
+        bw = 45.0 * rnd.uniform(0.97, 1.03) * (0.3 if slow else 1.0)
+        t = base["size"] / bw / 1e3
+        rec = dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i, confirm=tag,
+                   latency_us=_lat(t, (3.0 if toggling and sus else 1.2) * rnd.uniform(0.9, 1.1)))
+        doc["results"].append(rec)
+    rep = check(doc)
+    unstable = [f for f in rep["findings"] if f["kind"].startswith("unstable")]
+    if not toggling:
+        assert rep["findings"] == [], rep["findings"]
+        return
+    assert [f["kind"] for f in unstable] == ["unstable-host"] and unstable[0]["ranks"] == [4], rep["findings"]
+    u = unstable[0]
+    assert u["confidence"] >= 0.99 and u["unsteadiness_ratio"] >= 1.4 and u["max_over_median"] >= 2.5
+    assert {w["alt"] for w in u["confirm"]["when"]} == set(range(8))   # per-iteration swings every time
+    assert "as unsteady as known-good pairs" in u["message"]

@@ -139,6 +139,7 @@ def _rank_findings(verdicts, lm, make, what):
                 out.append(make(kind, f"{who} is unstable: {_unstable_text(v)}",
                                 instability_ratio=v["instability_ratio"], max_over_median=v["max_over_median"],
                                 repeat_spread_ratio=v["repeat_spread_ratio"],
+                                unsteadiness_ratio=v["unsteadiness_ratio"],
                                 confidence=v["unstable_confidence"], **common))
     return out
 
@@ -148,8 +149,9 @@ def _unstable_text(v):
     ref = max((x for x in (v.get("reference_repeat_spread") or {}).values() if x), default=None)
     rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s (references {ref:.2g}x)"
            if spread and ref else "")
-    return (f"per-iteration max/median {v['max_over_median']:.2g}x where known-good pairs measured "
-            f"alternately with it show {v['reference_max_over_median']:.2g}x{rep}; unsteady in "
+    return (f"{v['unsteadiness_ratio']:.2g}x as unsteady as known-good pairs measured alternately with it "
+            f"(per-iteration max/median {v['max_over_median']:.2g}x vs {v['reference_max_over_median']:.2g}x"
+            f"{rep}); unsteady in "
             f"{len({w['alt'] for w in v.get('when') or []})} of {v['alternations']} alternations")
 
 
@@ -163,7 +165,8 @@ def _pair_finding(v, lm, make):
                     f"{v['alternations']} alternations)", measured_gbs=v["suspect_gbs"],
                     peer_median_gbs=v["reference_gbs"], confidence=v["slow_confidence"], **common)
     return make("unstable-pair", f"{who} is unstable: {_unstable_text(v)}",
-                instability_ratio=v["instability_ratio"], confidence=v["unstable_confidence"], **common)
+                instability_ratio=v["instability_ratio"], unsteadiness_ratio=v["unsteadiness_ratio"],
+                confidence=v["unstable_confidence"], **common)
 
 
 def text_lines(report):
@@ -174,8 +177,8 @@ def text_lines(report):
         parts = []
         if "ratio" in v:
             parts.append(f"{v['ratio']:.0%} of its references (confidence {v['slow_confidence']:.3g})")
-        if "instability_ratio" in v:
-            parts.append(f"per-iteration max/median {v['instability_ratio']:.2g}x its references' "
+        if "unsteadiness_ratio" in v:
+            parts.append(f"unsteadiness {v['unsteadiness_ratio']:.2g}x its references' "
                          f"(confidence {v['unstable_confidence']:.3g})")
         out.append(f"  confirm: {_name(v)} ({'/'.join(v.get('why') or [])}) over {v.get('alternations')} "
                    f"alternations: {'; '.join(parts)}")
