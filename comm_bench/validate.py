@@ -11,6 +11,8 @@ Checks, on pair bandwidth records of at least rules.min_size, per op, size and l
      when it is half of a small run's pairs), then per pair among the rest;
   3. bad pairs that share one end name that end: the rank, its device, or its host
      (when all ranks of the host are bad).
+  4. comm_bench/diagnose: confirm-phase verdicts (keep, add or withdraw findings),
+     instability, links trained below their peers, and each finding's confidence.
 Also: records with #wrong > 0 and a run whose status is "failed".
 Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 """
