@@ -263,9 +263,9 @@ class _RankRun:
                     from .diagnose.confirm import run_phase
                     run_phase(self, op, first_round=len(schedule(self.cfg.pattern, self.n)))
 
-    def _run(self, op, size, peer=None, role=None):
+    def _run(self, op, size, peer=None, role=None, iters=None):
         cfg = self.cfg
-        return self.transport.run(op, size, cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
+        return self.transport.run(op, size, iters or cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
                                   mode=cfg.mode, peer=peer, role=role)
 
     def _collective(self, op, size, asked):
@@ -281,9 +281,9 @@ class _RankRun:
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
                 mean_us=_ranks_time(op, means)), f"{op} {size} B", asked)
 
-    def _pairs(self, op, size, round_idx, pairs, asked, tag=None):
+    def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
         peer, role = my_pair(pairs, self.rank)
-        res = self._run(op, size, peer, role) if peer is not None else None
+        res = self._run(op, size, peer, role, iters) if peer is not None else None
         got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
         if self.rank != 0:
             return
@@ -291,7 +291,7 @@ class _RankRun:
             s, d = got[src], got[dst]
             rec = make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
-                size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
+                size=size, dtype=self.cfg.dtype, iters=iters or self.cfg.iters, warmup=self.cfg.warmup,
                 n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
                 elem=self.elem, round_trip=s["round_trip"], mean_us=s["mean_us"],
                 reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None)

@@ -73,7 +73,7 @@ def _with_confirm(doc, target_rank, ratio, seed=0, k=8, good=(0, 1, 2)):
     rnd = random.Random(seed)
     base = dict(doc["results"][0])
     rounds = plan([{"kind": "rank", "rank": target_rank, "why": ["slow"]}], list(good), k)
-    for i, (s, d, tag) in enumerate(rounds):
+    for i, (s, d, tag, _) in enumerate(rounds):
         bw = 45.0 * rnd.uniform(0.95, 1.05) * (ratio if tag["role"] == "suspect" else 1.0)
         rec = dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=base["size"] / bw / 1e3,
                    src_host=f"node{s:03d}", dst_host=f"node{d:03d}", round=100 + i, confirm=tag)
@@ -200,7 +200,7 @@ def test_instability_verdict(toggling):
     doc = _hosts_doc()
     rnd = random.Random(3)
     base = dict(doc["results"][0])
-    for i, (s, d, tag) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
+    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
         sus = tag["role"] == "suspect"
         slow = toggling and sus and tag["alt"] % 2 == 0
         bw = 45.0 * rnd.uniform(0.97, 1.03) * (0.3 if slow else 1.0)

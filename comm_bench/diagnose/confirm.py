@@ -9,16 +9,24 @@ Records of this phase carry "confirm": {"id", "target", "why", "alt", "role", "d
 from __future__ import annotations
 
 import json
+import math
+import statistics
 
 
-def plan(suspects, good, alternations):
-    """Rounds [(src, dst, tag)] for the suspects; none without two known-good ranks."""
+LONG_S = 0.5    # an unsteady suspect's measurements last at least this long (up to 4x --iters)
+
+
+def plan(suspects, good, alternations, long_iters=None):
+    """Rounds [(src, dst, tag, iters)] for the suspects; none without two known-good ranks.
+    long_iters: iterations for suspects of instability (and their references), so each
+    measurement spans more of a link's swings; None: the sweep's own."""
     rounds = []
     if len(good) < 2:
         return rounds
     for i, s in enumerate(suspects):
         target = {"rank": s["rank"]} if s["kind"] == "rank" else {"src": s["src"], "dst": s["dst"]}
         base = {"id": i, "kind": s["kind"], "target": target, "why": list(s["why"])}
+        iters = long_iters if "unstable" in s["why"] else None
         for k in range(int(alternations)):
             if s["kind"] == "rank":
                 p, g = good[k % len(good)], good[(k + 1) % len(good)]
@@ -32,7 +40,7 @@ def plan(suspects, good, alternations):
             roles = ("suspect", "reference") if k % 2 == 0 else ("reference", "suspect")
             for a, b in zip(first, second):
                 for (src, dst, d), role in ((a, roles[0]), (b, roles[1])):
-                    rounds.append((src, dst, dict(base, alt=k, role=role, dir=d)))
+                    rounds.append((src, dst, dict(base, alt=k, role=role, dir=d), iters))
     return rounds
 
 
@@ -45,9 +53,13 @@ def suspects_of(doc, rules):
 
     recs = first_pass(pair_records(doc))
     if not recs:
-        return [], []
+        return [], [], None
     table = PairTable(recs, LinkMap(doc), checked_size_list(recs, rules), measured_gbs)
-    return find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+    sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+    size = max(r["size"] for r in recs)
+    times = [r["time_us"] for r in recs if r["size"] == size and r["src"] in good and r["dst"] in good
+             and isinstance(r.get("time_us"), (int, float)) and r["time_us"] > 0]
+    return sus, good, (statistics.median(times) if times else None)
 
 
 def run_phase(run, op, first_round=0):
@@ -58,8 +70,10 @@ def run_phase(run, op, first_round=0):
     if run.rank == 0:
         rules = load_rules(run.cfg.rules)
         doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
-        sus, good = suspects_of(doc, rules)
-        rounds = plan(sus, good, run.cfg.confirm)
+        sus, good, t_us = suspects_of(doc, rules)
+        iters = run.cfg.iters
+        long_iters = min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us))) if t_us else None
+        rounds = plan(sus, good, run.cfg.confirm, long_iters)
         if sus:
             names = ", ".join(f"rank {s['rank']}" if s["kind"] == "rank" else f"pair {s['src']}->{s['dst']}"
                               for s in sus)
@@ -67,5 +81,5 @@ def run_phase(run, op, first_round=0):
                               f"({len(rounds)} measurements)")
     rounds = run.store.broadcast(0, f"cb/confirm/{op}", rounds)
     size, asked = run._plan(op)[-1]
-    for idx, (src, dst, tag) in enumerate(rounds):
-        run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag})
+    for idx, (src, dst, tag, iters) in enumerate(rounds):
+        run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag}, iters=iters)
