@@ -158,6 +158,7 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
 @pytest.mark.parametrize("args, msg", [
     (["-t", "tcp"], "check needs a transport with the collective 'all_reduce' and sendrecv"),
     (["-t", "gloo", "--expect-busbw", "-1"], "--expect-busbw must be a number of GB/s above 0"),
+    (["-t", "gloo", "--op", "sendrecv"], "--op sendrecv is not a collective"),
     (["-t", "gloo", "--rules", "/nonexistent.yaml"], "rules file"),
 ])
 def test_check_bad_input(args, msg, tmp_path):

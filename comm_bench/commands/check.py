@@ -55,6 +55,9 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
     """
     from ..diagnose.check import CheckRun
     cls = registry.get(transport)
+    from ..ops import get as get_op
+    if op_name == "sendrecv" or not get_op(op_name).collective:
+        raise UsageError(f"--op {op_name} is not a collective: give one such as all_reduce or all_gather")
     if "collective" not in cls.patterns or "sendrecv" not in cls.ops or op_name not in cls.ops:
         raise UsageError(f"check needs a transport with the collective '{op_name}' and sendrecv: "
                          f"'{transport}' has {', '.join(cls.ops)} (try -t nccl, gloo or mpi)")
