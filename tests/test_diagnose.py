@@ -219,3 +219,31 @@ def test_instability_verdict(toggling):
     assert u["confidence"] >= 0.99 and u["unsteadiness_ratio"] >= 1.4 and u["max_over_median"] >= 2.5
     assert {w["alt"] for w in u["confirm"]["when"]} == set(range(8))   # per-iteration swings every time
     assert "as unsteady as known-good pairs" in u["message"]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_check_under_launchers(tmp_path, launcher):
+    """The same workflow when torchrun or mpirun starts the ranks: rank 0 prints the report
+    once, and the document holds the collective and the pair rounds."""
+    import os
+    import subprocess
+    import sys
+
+    from comm_bench.netutil import free_port
+    from cbtest import COMM_BENCH
+    out = tmp_path / "c.json"
+    args = ["check", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1", "--localize", "always", "--confirm", "0",
+            "--no-progress", "-o", str(out)]
+    bin_dir = Path(sys.executable).parent
+    if launcher == "torchrun":
+        cmd = [str(bin_dir / "torchrun"), "--nproc-per-node", "3", "--master-port", str(free_port()), "--no-python",
+               COMM_BENCH, *args, "-t", "gloo"]
+    else:
+        cmd = [str(bin_dir / "mpirun"), "-np", "3", "--oversubscribe", COMM_BENCH, *args, "-t", "mpi"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    assert p.stdout.count("validate: ") == 1 and "localizing with pairwise-concurrent" in p.stdout, p.stdout[-3000:]
+    doc = json.loads(out.read_text())
+    assert [r["pattern"] for r in doc["results"]].count("collective") == 1
+    assert len([r for r in doc["results"] if r["pattern"] == "pairwise-concurrent"]) == 6
