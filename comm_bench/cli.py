@@ -15,6 +15,7 @@ from .errors import INTERNAL_ERROR, CommBenchError, Interrupted
 
 COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "sweep": "comm_bench.commands.sweep:sweep",
+    "check": "comm_bench.commands.check:check",
     "report": "comm_bench.commands.report:report",
     "doctor": "comm_bench.commands.doctor:doctor",
     "list": "comm_bench.commands.list_cmd:list_transports",

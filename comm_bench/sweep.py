@@ -59,6 +59,11 @@ class SweepConfig:
     oversubscribe: bool = False
     resume: bool = False         # continue an earlier attempt's -o document (resume.py)
     waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
+    confirm: int = 0             # pair patterns: re-measure suspects K times (diagnose/confirm.py)
+    rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
+    runner: type | None = None   # another driver of the same rank life cycle (check)
+    expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)
+    localize: str = "auto"              # check: auto | always | never
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -111,7 +116,7 @@ def resolve(cfg: SweepConfig, world_size: int):
 
 def document_options(cfg: SweepConfig) -> dict:
     """The sweep's settings as its results document records them."""
-    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force")}
+    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner")}
     options["transport_options"] = cfg.options
     return options
 
@@ -164,7 +169,7 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
     table = store.all_gather("cb/ranks", me)
-    run = _RankRun(cfg, info, cls, store, table)
+    run = (cfg.runner or _RankRun)(cfg, info, cls, store, table)
     return run.execute()
 
 
@@ -320,13 +325,16 @@ class _RankRun:
                 for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
+                if self.cfg.confirm:
+                    from .diagnose.confirm import run_phase
+                    run_phase(self, op, first_round=len(schedule(self.cfg.pattern, self.n)))
             if self.rank == 0:
                 for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
                     self.progress.line(line)
 
-    def _run(self, op, size, peer=None, role=None):
+    def _run(self, op, size, peer=None, role=None, iters=None):
         cfg = self.cfg
-        return self.transport.run(op, size, cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
+        return self.transport.run(op, size, iters or cfg.iters, cfg.warmup, dtype=cfg.dtype, check=cfg.check,
                                   mode=cfg.mode, peer=peer, role=role)
 
     def _collective(self, op, size, asked):
@@ -345,21 +353,22 @@ class _RankRun:
                 mean_us=_ranks_time(op, means), both_directions=got[0]["both_directions"]),
                 f"{op} {size} B", asked)
 
-    def _pairs(self, op, size, round_idx, pairs, asked):
-        if self._skip([(op, size, s, d) for s, d in pairs], f"{op} {size} B round {round_idx}"):
+    def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
+        # (confirm-phase re-measurements, tagged, are never an earlier attempt's records)
+        if tag is None and self._skip([(op, size, s, d) for s, d in pairs], f"{op} {size} B round {round_idx}"):
             return
         peer, role = my_pair(pairs, self.rank)
-        res = self._run(op, size, peer, role) if peer is not None else None
+        res = self._run(op, size, peer, role, iters) if peer is not None else None
         got = self.store.gather_to(0, "cb/res", None if res is None else _measured(res))
         if self.rank != 0:
             return
         for src, dst in pairs:
-            if (op, size, src, dst) in self.done:   # kept from an earlier attempt's partial round
+            if tag is None and (op, size, src, dst) in self.done:   # kept from an earlier attempt's partial round
                 continue
             s, d = got[src], got[dst]
             rec = make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
-                size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
+                size=size, dtype=self.cfg.dtype, iters=iters or self.cfg.iters, warmup=self.cfg.warmup,
                 n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
                 elem=self.elem, round_trip=s["round_trip"], mean_us=s["mean_us"],
                 reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None,
@@ -369,6 +378,7 @@ class _RankRun:
             rec.update(src=src, dst=dst, src_host=self.table[src]["host"], dst_host=self.table[dst]["host"],
                        src_device=self.devices[src].get("device"), dst_device=self.devices[dst].get("device"),
                        round=round_idx)
+            rec.update(tag or {})
             self._emit(rec, f"{op} {size} B {src}->{dst}", asked)
 
     def _emit(self, record, description, asked):

@@ -11,6 +11,8 @@ Checks, on pair bandwidth records of at least rules.min_size, per op, size and l
      when it is half of a small run's pairs), then per pair among the rest;
   3. bad pairs that share one end name that end: the rank, its device, or its host
      (when all ranks of the host are bad).
+  4. comm_bench/diagnose: confirm-phase verdicts (keep, add or withdraw findings),
+     instability, links trained below their peers, and each finding's confidence.
 Also: records with #wrong > 0 and a run whose status is "failed".
 Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 """
@@ -44,6 +46,8 @@ DEFAULT_RULES = {
                    "mpi": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}}},
     "outliers": {"z": 5.0, "ratio": 0.75, "pair_ratio": 0.5, "min_peers": 3, "min_size_fraction": 0.5},
     "blame": {"min_share": 0.5},
+    "confirm": {"suspect_z": 3.0, "min_effect": 0.1, "unstable_ratio": 1.4, "min_confidence": 0.95,
+                "max_suspects": 4},
     "check_wrong": True,
 }
 RULE_KEYS = set(DEFAULT_RULES)
@@ -137,19 +141,21 @@ def _check_rules(rules, path="rules"):
                 if not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     _check_outliers(rules["outliers"], "outliers", path, complete=True)
+    from .diagnose.rules import check_confirm
+    check_confirm(rules, path)
 
 
 OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
 
 
-def _check_outliers(o, where, path, complete=False):
+def _check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
     if not isinstance(o, dict):
         raise UsageError(f"rules file '{path}': {where} must be a mapping")
-    unknown = set(o) - set(OUTLIER_KEYS)
+    unknown = set(o) - set(keys)
     if unknown:
         raise UsageError(f"rules file '{path}': unknown key {where}.{sorted(unknown)[0]} "
-                         f"(known: {', '.join(OUTLIER_KEYS)})")
-    for k in OUTLIER_KEYS if complete else o:
+                         f"(known: {', '.join(keys)})")
+    for k in keys if complete else o:
         if not _number(o.get(k)):
             raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
 
@@ -214,7 +220,9 @@ def check(doc, rules=None):
         findings.append(_finding("run-failed", f"the run failed on rank {f.get('rank')} "
                                  f"(host {f.get('host')}): {f.get('reason')}",
                                  rank=f.get("rank"), host=f.get("host")))
-    recs = pair_records(doc)
+    from .diagnose import findings as diag
+    all_recs = pair_records(doc)
+    recs = diag.first_pass(all_recs)
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
             if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
@@ -225,8 +233,9 @@ def check(doc, rules=None):
     collective = _collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     if not recs:
+        findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
         if findings or any(c["expected_gbs"] is not None for c in collective["checked"]):
-            return _report(doc, rules, findings, {"collectives": collective["checked"]})
+            return _report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
         if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
             c = collective["checked"][0]
             raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
@@ -234,9 +243,7 @@ def check(doc, rules=None):
                              f"rules); add one with --rules, or run a sweep with --pattern pairwise")
         raise NothingToCheck("no bandwidth records to validate (run a sweep with --pattern "
                          "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
-    min_size = parse_size(rules["min_size"])
-    sizes = sorted({r["size"] for r in recs})
-    checked_sizes = [s for s in sizes if s >= min_size] or [sizes[-1]]
+    checked_sizes = checked_size_list(recs, rules)
     o = outlier_rules(rules, transport)
     # observations: (op, size, class) -> {(src, dst): [values]}
     groups, theo_of = {}, {}
@@ -330,11 +337,19 @@ def check(doc, rules=None):
             measured_gbs=med, expected_gbs=exp))
     for p in sorted(remaining):
         findings.append(_pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
-    return _report(doc, rules, findings, {"pairs": len(pair_sizes), "sizes": checked_sizes,
+    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
+    return _report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}
                                                      for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def checked_size_list(recs, rules):
+    """The sizes bandwidth checks use: those >= rules.min_size, else the largest."""
+    min_size = parse_size(rules["min_size"])
+    sizes = sorted({r["size"] for r in recs})
+    return [s for s in sizes if s >= min_size] or [sizes[-1]]
 
 
 def _group_order(kv):
@@ -399,8 +414,9 @@ def _cover(bad, measured, min_share, max_ends):
 
 # Every kind of finding check() can report, in report order: the JUnit output lists
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
-FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "class-below-expected",
-                 "collective-below-expected", "wrong-data", "run-failed", "regression")
+FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
+                 "unstable-pair", "link-degraded", "class-below-expected", "collective-below-expected",
+                 "wrong-data", "run-failed", "regression")
 
 
 def _finding(kind, message, **kw):
@@ -525,8 +541,11 @@ def format_text(report):
         + [f"{len(c.get('collectives') or [])} collective op(s)"]
     head = f"validate: {report['status'].upper()}  ({', '.join(checked)})"
     out = [head] + lines
+    from .diagnose.findings import text_lines
+    out += text_lines(report)
     for f in report["findings"]:
-        out.append(f"FINDING [{f['kind']}] {f['message']}")
+        conf = f" (confidence {f['confidence']:.3g})" if f.get("confidence") is not None else ""
+        out.append(f"FINDING [{f['kind']}] {f['message']}{conf}")
     if not report["findings"]:
         out.append("no findings")
     return "\n".join(out)

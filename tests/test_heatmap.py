@@ -320,6 +320,16 @@ def test_1024_ranks_under_10s(tmp_path):
     html = tmp_path / "h1024.html"
     heatmap_output.make(str(path), str(html), by="host")
     assert html.stat().st_size > 10000
+    # validate on the same document (with its diagnosis: suspects, confidences, topology)
+    from comm_bench import validate
+    t, c = time.monotonic(), time.process_time()
+    rep = validate.run(str(path))
+    wall, cpu = time.monotonic() - t, time.process_time() - c
+    print(f"1,024-rank validate: {wall:.2f} s wall, {cpu:.2f} s CPU")
+    assert [(f["kind"], f["rank"]) for f in rep["findings"]] == [("bad-device", 517)]
+    assert rep["findings"][0]["confidence"] >= 0.99
+    loaded = os.getloadavg()[0] > (os.cpu_count() or 1)
+    assert (cpu if loaded else wall) < 10.0, (wall, cpu)
 
 
 def test_bidirectional_records_count_per_direction(tmp_path):

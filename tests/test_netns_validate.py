@@ -24,8 +24,12 @@ pytestmark = [pytest.mark.netns, pytest.mark.skipif(not OK, reason=f"network nam
 SHAPE = "500mbit"       # ~0.06 GB/s; unshaped veth pairs run at 1-3 GB/s here
 
 
-def sweep(fab, out, timeout=240):
-    """torchrun-style launch: one rank per namespace host; rank 0 writes `out`."""
+SWEEP_ARGS = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "-b", "1M", "-e", "4M", "-n", "10", "-w", "2")
+
+
+def sweep(fab, out, timeout=240, args=SWEEP_ARGS, rank0_rc=0):
+    """torchrun-style launch: one rank per namespace host; rank 0 writes `out` (and exits
+    rank0_rc: check's rank 0 exits 1 on findings)."""
     port = 29400 + os.getpid() % 500
     procs = []
     try:
@@ -33,19 +37,20 @@ def sweep(fab, out, timeout=240):
             env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(fab.n_hosts), LOCAL_RANK="0",
                        LOCAL_WORLD_SIZE="1", MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
             env.pop("COMM_BENCH_DEBUG", None)
-            cmd = [*fab.exec_prefix(i), COMM_BENCH, "sweep", "--transport", "tcp", "--pattern", "pairwise",
-                   "-b", "1M", "-e", "4M", "-n", "10", "-w", "2", "-o", str(out), "--addr", fab.addr(i),
+            cmd = [*fab.exec_prefix(i), COMM_BENCH, *args, "-o", str(out), "--addr", fab.addr(i),
                    "--no-progress", "--timeout", "60"]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True, cwd=str(Path(out).parent)))
         outs = [p.communicate(timeout=timeout)[0] for p in procs]
+        sweep.last_output = outs[0]   # rank 0's output (check prints its report there)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     for i, p in enumerate(procs):
-        assert p.returncode == 0, f"rank {i} exited {p.returncode}: {outs[i][-2000:]}"
+        want = rank0_rc if i == 0 else 0
+        assert p.returncode == want, f"rank {i} exited {p.returncode}: {outs[i][-2000:]}"
     return json.loads(Path(out).read_text())
 
 

@@ -31,6 +31,7 @@ def test_wheel_installs_and_imports_without_optional_parts(tmp_path):
         "ok, why = t['gloo'].probe(); assert not ok and 'torch' in why, why\n"
         "import os, comm_bench.select.rules as R\n"        # the selection model and its data files
         "assert os.path.exists(R.DEFAULT_PATH), R.DEFAULT_PATH\n"
+        "import comm_bench.diagnose.findings, comm_bench.commands.check\n"   # diagnosis ships too
         "print(comm_bench.transports.tcp.__file__)\n"
     )
     proc = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True,

@@ -116,11 +116,13 @@ class Fabric:
 
     shape: {host_index: rate} or {host_index: {"rate": "200mbit", "burst": "256kb",
     "latency": "50ms", "delay": "1ms"}}; the rate applies in both directions of that
-    host's link. name: fixed base name (CLI); default <prefix>-<pid>-<seq> (unique).
+    host's link. pair_shape: {(src, dst): rate}: traffic from src to dst only (one
+    direction of one pair), under src's own shape. name: fixed base name (CLI); default
+    <prefix>-<pid>-<seq> (unique).
     """
 
     def __init__(self, n_hosts, prefix="cb", subnet="10.77.0", shape=None, name=None,
-                 mtu=None, keep=False):
+                 mtu=None, keep=False, pair_shape=None):
         if not 1 <= int(n_hosts) <= 250:
             raise FabricError(f"n_hosts must be 1..250, got {n_hosts}")
         self.n = int(n_hosts)
@@ -131,6 +133,11 @@ class Fabric:
             if not 0 <= k < self.n:
                 raise FabricError(f"shape: host {k} not in 0..{self.n - 1}")
             rate_bits(v["rate"])
+        self.pair_shape = {(int(a), int(b)): r for (a, b), r in (pair_shape or {}).items()}
+        for (a, b), r in self.pair_shape.items():
+            if not (0 <= a < self.n and 0 <= b < self.n and a != b):
+                raise FabricError(f"pair_shape: ({a}, {b}) is not a pair of hosts 0..{self.n - 1}")
+            rate_bits(r)
         self.mtu = mtu
         self.keep = keep
         self.base = name or f"{prefix}-{os.getpid()}-{next(_seq)}"
@@ -232,26 +239,59 @@ class Fabric:
             _ip("-n", br, "link", "set", port, "up")
             _ip("-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
-            if i in self.shape:
+            dsts = {b: r for (a, b), r in self.pair_shape.items() if a == i}
+            if dsts:
+                self._shape_pairs(ns, self.shape.get(i), dsts)
+            elif i in self.shape:
                 self._shape(ns, "eth0", self.shape[i])     # host egress
+            if i in self.shape:
                 self._shape(br, port, self.shape[i])       # host ingress
         self._wait_ready()
 
     @staticmethod
-    def _shape(ns, dev, spec):
+    def _tbf_args(spec):
         rate = spec["rate"]
         bits = rate_bits(rate)
         # burst ~ 10 ms of traffic (>= rate/HZ, >= 64kb): 244kb at 200mbit (recipe: 256kb)
         burst = spec.get("burst") or f"{max(64, min(4096, int(bits / 8 / 100 / 1024)))}kb"  # ~10 ms
-        latency = spec.get("latency", "50ms")
-        if spec.get("delay"):
+        return ["rate", str(rate), "burst", burst, "latency", spec.get("latency", "50ms")]
+
+    @classmethod
+    def _shape(cls, ns, dev, spec, parent=None, handle=None):
+        where = ["parent", parent, "handle", handle] if parent else ["root"]
+        if spec.get("delay") and not parent:
             _sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem",
                  "delay", spec["delay"]])
             _sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
-                 "tbf", "rate", str(rate), "burst", burst, "latency", latency])
+                 "tbf", *cls._tbf_args(spec)])
         else:
-            _sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", str(rate),
-                 "burst", burst, "latency", latency])
+            _sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, *where, "tbf", *cls._tbf_args(spec)])
+
+    def _shape_pairs(self, ns, spec, dsts):
+        """Host egress: an htb root (this kernel has no prio qdisc) whose default class takes
+        all traffic (under the host's own tbf shape, if any) and one class per shaped
+        destination, picked by a u32 filter, each with its own tbf."""
+        _sh(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"])
+        classes = [(1, spec, None)] + [(k, {"rate": r}, dst) for k, (dst, r) in enumerate(sorted(dsts.items()), 2)]
+        for k, sp, dst in classes:
+            _sh(["tc", "-n", ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{k}", "htb",
+                 "rate", "100gbit", "quantum", "60000"])
+            if sp:
+                self._shape(ns, "eth0", sp, parent=f"1:{k}", handle=f"{10 * k}:")
+            if dst is not None:
+                _sh(["tc", "-n", ns, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1",
+                     "u32", "match", "ip", "dst", f"{self.addr(dst)}/32", "flowid", f"1:{k}"])
+
+    def set_rate(self, i, rate):
+        """Change host i's shaped rate (both directions) on a live fabric (tbf shapes only)."""
+        spec = dict(self.shape[i], rate=rate)
+        for ns, dev in ((self.netns(i), "eth0"), (self.bridge_ns, f"p{i}")):
+            _sh(["tc", "-n", ns, "qdisc", "change", "dev", dev, "root", "tbf", *self._tbf_args(spec)])
+
+    def toggle(self, i, rates, period):
+        """Context manager: host i's rate cycles through `rates`, `period` seconds each, in a
+        thread (an intermittent link), until the block ends."""
+        return _Toggle(self, i, rates, period)
 
     def _wait_ready(self, timeout=10.0):
         """Links up and DAD irrelevant (IPv4); wait until each port is forwarding."""
@@ -292,6 +332,30 @@ class Fabric:
 
     def __repr__(self):
         return f"Fabric({self.n}, name={self.base!r}, subnet={self.subnet!r}, shape={self.shape})"
+
+
+class _Toggle:
+    def __init__(self, fab, i, rates, period):
+        self.fab, self.i, self.rates, self.period = fab, i, list(rates), float(period)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.changes = 0
+
+    def _loop(self):
+        k = 0
+        while not self.stop.wait(self.period):
+            k += 1
+            self.fab.set_rate(self.i, self.rates[k % len(self.rates)])
+            self.changes += 1
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        return False
 
 
 @atexit.register

@@ -78,9 +78,12 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="Continue the -o document of an earlier, interrupted attempt of this same sweep "
                    "(a launcher's restart): what it holds is not measured again. Without one, start afresh.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
+@click.option("--confirm", default=0, type=click.IntRange(0, 64), envvar=_env("confirm"),
+              help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
+                   "known-good pairs (docs/validate-rules.md); 0: off.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, oversubscribe, resume, progress,
+          pattern, nprocs, output, force, timeout, addr, oversubscribe, resume, progress, confirm,
           **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
@@ -98,20 +101,33 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
-                      resume=resume,
+                      resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
                       options={k: v for k, v in transport_options.items() if k in mine})
+    sys.exit(launch(cfg, nprocs))
+
+
+def launch(cfg, nprocs, rank0_done=None):
+    """Spawn --nprocs local ranks when no launcher started us (returns their exit code), or
+    be one rank of the launcher's job (leaves the process; rank0_done(code) -> code runs on
+    rank 0 after a completed run, e.g. check's report)."""
+    cls = registry.get(cfg.transport)
+    if cfg.confirm:
+        from ..validate import load_rules
+        load_rules(cfg.rules)       # a bad rules file fails here, before any rank starts
     info = detect()
     if nprocs is None:
         nprocs = cls.default_ranks()
     if info.launcher == "single" and nprocs > 1:
         cls = resolve(cfg, nprocs)  # bad input fails here, once, before any rank starts
-        check_host(cls, max(cfg.sizes), nprocs, nprocs, spawning=True, oversubscribe=oversubscribe)
+        check_host(cls, max(cfg.sizes), nprocs, nprocs, spawning=True, oversubscribe=cfg.oversubscribe)
         check_resumable(cfg, nprocs)
         with local_run(cfg):
-            code = spawn_local(nprocs, sys.argv[1:], use_mpirun=transport == "mpi",
-                               timeout=timeout, results_path=output)
-        sys.exit(code)
+            return spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
+                               timeout=cfg.timeout, results_path=cfg.output)
     code = run_rank(cfg, info)
+    spawned = os.environ.get("COMM_BENCH_LAUNCHER") == "spawn"   # our spawner reports instead
+    if rank0_done is not None and info.rank == 0 and code == 0 and not spawned:
+        code = rank0_done(code)
     # A finished rank leaves at once, its results written: the native libraries' finalisers
     # (NCCL, CUDA, torch) have crashed at interpreter exit (SIGSEGV while garbage-collecting,
     # after the last record of a 2-GPU NCCL sweep), which would turn a good run into a failed one.

@@ -1,0 +1,85 @@
+"""The confirm phase of a pair sweep (`sweep --confirm K`, and `check`): after the first
+pass of an op, rank 0 names the suspects (suspects.py) and every rank re-measures them,
+one pair at a time at the largest size, K times, each time next to a known-good
+reference measured just before or after it (the order alternates), so slow drift, a CPU
+hog or another job hits both sides of each comparison alike. verdicts.py reads the records.
+
+Records of this phase carry "confirm": {"id", "target", "why", "alt", "role", "dir"}.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+
+LONG_S = 0.5    # an unsteady suspect's measurements last at least this long (up to 4x --iters)
+
+
+def plan(suspects, good, alternations, long_iters=None):
+    """Rounds [(src, dst, tag, iters)] for the suspects; none without two known-good ranks.
+    long_iters: iterations for suspects of instability (and their references), so each
+    measurement spans more of a link's swings; None: the sweep's own."""
+    rounds = []
+    if len(good) < 2:
+        return rounds
+    for i, s in enumerate(suspects):
+        target = {"rank": s["rank"]} if s["kind"] == "rank" else {"src": s["src"], "dst": s["dst"]}
+        base = {"id": i, "kind": s["kind"], "target": target, "why": list(s["why"])}
+        iters = long_iters if "unstable" in s["why"] else None
+        for k in range(int(alternations)):
+            if s["kind"] == "rank":
+                p, g = good[k % len(good)], good[(k + 1) % len(good)]
+                sus = [(s["rank"], p, "out"), (p, s["rank"], "in")]
+                ref = [(g, p, "out"), (p, g, "in")]
+            else:
+                others = [r for r in good if r not in (s["src"], s["dst"])] or good
+                g, h = others[k % len(others)], others[(k + 1) % len(others)]
+                sus, ref = [(s["src"], s["dst"], "out")], [(g, h, "out")]
+            first, second = (sus, ref) if k % 2 == 0 else (ref, sus)
+            roles = ("suspect", "reference") if k % 2 == 0 else ("reference", "suspect")
+            for a, b in zip(first, second):
+                for (src, dst, d), role in ((a, roles[0]), (b, roles[1])):
+                    rounds.append((src, dst, dict(base, alt=k, role=role, dir=d), iters))
+    return rounds
+
+
+def suspects_of(doc, rules):
+    """Rank 0: suspects and known-good ranks of the records so far."""
+    from ..records import measured_gbs, pair_records
+    from ..topology.linkmap import LinkMap
+    from ..validate import checked_size_list
+    from .suspects import PairTable, find, first_pass
+
+    recs = first_pass(pair_records(doc))
+    if not recs:
+        return [], [], None
+    table = PairTable(recs, LinkMap(doc), checked_size_list(recs, rules), measured_gbs)
+    sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+    size = max(r["size"] for r in recs)
+    times = [r["time_us"] for r in recs if r["size"] == size and r["src"] in good and r["dst"] in good
+             and isinstance(r.get("time_us"), (int, float)) and r["time_us"] > 0]
+    return sus, good, (statistics.median(times) if times else None)
+
+
+def run_phase(run, op, first_round=0):
+    """Every rank of a sweep (_RankRun) after the first pass of a pair op."""
+    from ..validate import load_rules
+
+    rounds = None
+    if run.rank == 0:
+        rules = load_rules(run.cfg.rules)
+        doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
+        sus, good, t_us = suspects_of(doc, rules)
+        iters = run.cfg.iters
+        long_iters = min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us))) if t_us else None
+        rounds = plan(sus, good, run.cfg.confirm, long_iters)
+        if sus:
+            names = ", ".join(f"rank {s['rank']}" if s["kind"] == "rank" else f"pair {s['src']}->{s['dst']}"
+                              for s in sus)
+            run.progress.line(f"# confirm: re-measuring {names} against known-good pairs "
+                              f"({len(rounds)} measurements)")
+    rounds = run.store.broadcast(0, f"cb/confirm/{op}", rounds)
+    size, asked = run._plan(op)[-1]
+    for idx, (src, dst, tag, iters) in enumerate(rounds):
+        run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag}, iters=iters)

@@ -1,0 +1,94 @@
+"""What the confirm phase's records say about each suspect.
+
+Per alternation k the suspect's measurement(s) and their references give one paired
+comparison per direction:
+- speed: log(GB/s of the suspect / GB/s of its reference);
+- instability: u + d of the suspect minus that of its reference, where u = log(max /
+  median) of the record's per-iteration times (within one measurement) and d = |log GB/s
+  - the median of its K repeats| (between measurements: a link that toggles between two
+  rates shows in one or the other).
+A one-sided Wilcoxon signed-rank test over the K comparisons (directions averaged) gives
+p; confidence = 1 - p. Slow: confidence >= rules.confirm.min_confidence and median ratio
+<= 1 - min_effect. Unstable: that confidence, and the median of its u + d at least
+unstable_ratio x (in exp) the references' median u + d.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from .stats import confidence, signed_rank_p
+from .suspects import instability
+
+
+def _spread(values):
+    return max(values) / min(values) if values and min(values) > 0 else None
+
+
+def judge(recs, rules, value):
+    """recs: the confirm-phase pair records; value(rec) -> GB/s. [verdict] by suspect id."""
+    c = rules["confirm"]
+    by_id = {}
+    for r in recs:
+        by_id.setdefault(r["confirm"].get("id"), []).append(r)
+    return [_judge(rs, c, value) for _, rs in sorted(by_id.items(), key=lambda kv: str(kv[0]))]
+
+
+def _judge(rs, c, value):
+    alpha = 1.0 - c["min_confidence"]
+    tag = rs[0]["confirm"]
+    rows = {}      # (alt, dir) -> {role: (GB/s, u, record)}
+    for r in rs:
+        t = r["confirm"]
+        v = value(r)
+        if v and v > 0:
+            rows.setdefault((t.get("alt"), t.get("dir")), {})[t.get("role")] = (v, instability(r), r)
+    rows = {k: m for k, m in rows.items() if "suspect" in m and "reference" in m}
+    logmed = {}
+    for role in ("suspect", "reference"):
+        for d in {k[1] for k in rows}:
+            logmed[(role, d)] = statistics.median(math.log(m[role][0]) for k, m in rows.items() if k[1] == d)
+    speed, unsteady, when = {}, {}, []
+    sus_bw, ref_bw, sus_u, ref_u, sus_ud, ref_ud = {}, {}, [], [], [], []
+    for (k, d), m in rows.items():
+        (vs, us, rec), (vg, ug, _) = m["suspect"], m["reference"]
+        speed.setdefault(k, []).append(math.log(vs / vg))
+        sus_bw.setdefault(d, []).append(vs)
+        ref_bw.setdefault(d, []).append(vg)
+        if us is not None and ug is not None:
+            sus_u.append(us)
+            ref_u.append(ug)
+            ds, dg = abs(math.log(vs) - logmed[("suspect", d)]), abs(math.log(vg) - logmed[("reference", d)])
+            unsteady.setdefault(k, []).append((us + ds) - (ug + dg))
+            sus_ud.append(us + ds)
+            ref_ud.append(ug + dg)
+            if math.exp(us - ug) >= c["unstable_ratio"] or math.exp(ds - dg) >= c["unstable_ratio"]:
+                when.append({"alt": k, "round": rec.get("round"), "dir": d, "gbs": round(vs, 4),
+                             "max_over_median": round(math.exp(us), 3)})
+    v = {"kind": tag.get("kind"), "target": tag.get("target") or {}, "why": tag.get("why") or [],
+         "alternations": len(speed)}
+    if not speed:
+        return v
+    diffs = [statistics.fmean(x) for _, x in sorted(speed.items(), key=lambda kv: str(kv[0]))]
+    p = signed_rank_p(diffs)
+    ratio = math.exp(statistics.median(diffs))
+    spread = {d: _spread(xs) for d, xs in sus_bw.items()}
+    ref_spread = {d: _spread(xs) for d, xs in ref_bw.items()}
+    v.update(ratio=round(ratio, 4), slow_confidence=confidence(p),
+             slow=p <= alpha and ratio <= 1.0 - c["min_effect"], reproduced=ratio <= 1.0 - c["min_effect"],
+             suspect_gbs=statistics.median([x for xs in sus_bw.values() for x in xs]),
+             reference_gbs=statistics.median([x for xs in ref_bw.values() for x in xs]),
+             repeat_spread=spread, reference_repeat_spread=ref_spread)
+    if unsteady:
+        p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
+        it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
+        rep_ratio = max((spread[d] / ref_spread[d] for d in spread if spread[d] and ref_spread.get(d)), default=1.0)
+        # the effect tested: typical unsteadiness (u + d) of the suspect over its references'
+        unsteadiness = math.exp(statistics.median(sus_ud) - statistics.median(ref_ud))
+        v.update(unstable_confidence=confidence(p), instability_ratio=round(it_ratio, 3),
+                 repeat_spread_ratio=round(rep_ratio, 3), unsteadiness_ratio=round(unsteadiness, 3),
+                 max_over_median=round(math.exp(statistics.median(sus_u)), 3),
+                 reference_max_over_median=round(math.exp(statistics.median(ref_u)), 3),
+                 unstable=p <= alpha and unsteadiness >= c["unstable_ratio"],
+                 when=sorted(when, key=lambda w: (str(w["alt"]), str(w["dir"]))))
+    return v

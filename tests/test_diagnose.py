@@ -1,0 +1,249 @@
+"""Diagnosis without a fabric: the signed-rank confidence, topology findings on recorded
+fixtures (a NIC at half its peers' speed, a GPU at PCIe x8 among x16 peers), confirm-phase
+verdicts on synthetic records, and a real loopback sweep with --confirm."""
+import copy
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from comm_bench.diagnose.confirm import plan
+from comm_bench.diagnose.stats import signed_rank_p
+from comm_bench.errors import UsageError
+from comm_bench.topology import snapshot
+from comm_bench.validate import check, load_rules
+from cbtest import run_cli
+from test_heatmap import make_doc, write
+
+FIXTURES = Path(__file__).resolve().parent.parent / "topology" / "fixtures"
+
+
+def test_signed_rank_p_exact():
+    assert signed_rank_p([-1.0] * 8) == pytest.approx(1 / 256)
+    assert signed_rank_p([-3, -2, -4, -5, -6, -7, -8, 1]) == pytest.approx(2 / 256)   # W+ = 1
+    assert signed_rank_p([1.0] * 8) == 1.0
+    assert signed_rank_p([]) == 1.0
+    assert signed_rank_p([-1, 1, -2, 2]) == pytest.approx(10 / 16)
+    assert signed_rank_p([-0.1 * i for i in range(1, 40)]) < 1e-6                    # normal tail
+
+
+# ----------------------------------------------------------------------------- topology
+def _degraded_fixture(tmp_path, gpu_width=None, nic_rate=None):
+    root = tmp_path / "fx"
+    shutil.copytree(FIXTURES / "dgx-h100", root)
+    if gpu_width:
+        (next(root.rglob("0000:18:00.0/current_link_width"))).write_text(f"{gpu_width}\n")
+    if nic_rate:
+        (next(root.rglob("mlx5_3/ports/1/rate"))).write_text(nic_rate + "\n")
+    return snapshot(str(root))
+
+
+@pytest.mark.parametrize("fault", ["gpu", "nic"])
+def test_topology_link_below_peers(tmp_path, fault):
+    snap = _degraded_fixture(tmp_path, gpu_width=8 if fault == "gpu" else None,
+                             nic_rate="200 Gb/sec (4X HDR)" if fault == "nic" else None)
+    doc = make_doc(nodes=2, gpn=8)
+    doc["hosts"][1]["topology"] = snap
+    p = run_cli("validate", write(tmp_path, doc), "--json")
+    assert p.returncode == 1, p.stdout[-2000:]
+    f = json.loads(p.stdout)["findings"]
+    assert [x["kind"] for x in f] == ["link-degraded"], f
+    f = f[0]
+    assert f["host"] == "node001" and f["confidence"] == 1.0
+    if fault == "gpu":
+        assert f["device"] == "GPU0" and (f["measured"], f["expected"]) == ("x8", "x16")
+        assert "GPU0 on host node001 runs PCIe x8 where its peers run x16" in f["message"]
+    else:
+        assert f["device"] == "mlx5_3" and f["measured_gbs"] == 25.0 and f["expected_gbs"] == 50.0
+        assert "200 Gb/s where its peers run 400 Gb/s" in f["message"]
+
+
+def test_topology_fixtures_as_recorded_have_no_finding():
+    for name in ("dgx-h100", "gpu-h200x2", "dev-vm"):
+        doc = make_doc(nodes=2, gpn=8, topo=snapshot(str(FIXTURES / name)))
+        assert not [f for f in check(doc)["findings"] if f["kind"] == "link-degraded"], name
+
+
+# ----------------------------------------------------------------------------- confirm
+def _with_confirm(doc, target_rank, ratio, seed=0, k=8, good=(0, 1, 2)):
+    """Confirm-phase records as a sweep writes them: suspect rank `target_rank` runs at
+    `ratio` x its references (+-5% noise)."""
+    rnd = random.Random(seed)
+    base = dict(doc["results"][0])
+    rounds = plan([{"kind": "rank", "rank": target_rank, "why": ["slow"]}], list(good), k)
+    for i, (s, d, tag, _) in enumerate(rounds):
+        bw = 45.0 * rnd.uniform(0.95, 1.05) * (ratio if tag["role"] == "suspect" else 1.0)
+        rec = dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=base["size"] / bw / 1e3,
+                   src_host=f"node{s:03d}", dst_host=f"node{d:03d}", round=100 + i, confirm=tag)
+        doc["results"].append(rec)
+    return doc
+
+
+def _hosts_doc(value=None):
+    return make_doc(nodes=6, gpn=1, value=value or (lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05)))
+
+
+def test_confirmed_slow_host_is_a_finding():
+    """80%: below every first-pass threshold, found by the confirm phase."""
+    doc = _with_confirm(_hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05) * (0.8 if 4 in (s, d) else 1)),
+                        4, 0.8)
+    rep = check(doc)
+    assert [f["kind"] for f in rep["findings"]] == ["bad-host"], rep["findings"]
+    f = rep["findings"][0]
+    assert f["ranks"] == [4] and f["confirmed"] and f["confidence"] >= 0.99
+    assert 0.7 < f["confirm"]["ratio"] < 0.9
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_suspect_not_reproduced_is_no_finding(seed):
+    """The first pass saw rank 4 at 20% (a finding by the old rules); re-measured next to
+    good pairs it runs like them: the finding is withdrawn, and says so."""
+    doc = _with_confirm(_hosts_doc(lambda s, d, size, rnd: 45.0 * (0.2 if 4 in (s, d) else 1)), 4, 1.0, seed=seed)
+    rep = check(doc)
+    assert rep["findings"] == [], rep["findings"]
+    assert len(rep["checked"]["diagnosis"]["withdrawn"]) == 1
+
+
+def test_first_pass_findings_carry_a_confidence():
+    rep = check(_hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05) * (0.05 if 2 in (s, d) else 1)))
+    assert [f["kind"] for f in rep["findings"]] == ["bad-host"]
+    assert rep["findings"][0]["confidence"] >= 0.999          # 10 pairs x 2 sizes, all below
+    assert "confirmed" not in rep["findings"][0]
+
+
+def test_unconfirmed_suspect_is_listed_not_a_finding(tmp_path):
+    doc = _hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.99, 1.01) * (0.85 if 3 in (s, d) else 1))
+    rep = check(doc)
+    assert rep["findings"] == [] and rep["checked"]["diagnosis"]["unconfirmed_suspects"] == ["rank 3"]
+    p = run_cli("validate", write(tmp_path, doc))
+    assert p.returncode == 0 and "suspects (not findings" in p.stdout and "rank 3" in p.stdout
+
+
+def test_confirm_rules_checked(tmp_path):
+    p = tmp_path / "r.yaml"
+    for text, msg in (("confirm: {min_confidence: 1.5}\n", "confirm.min_confidence must be below 1"),
+                      ("confirm: {alpha: 1}\n", "unknown key confirm.alpha"),
+                      ("confirm: {suspect_z: .nan}\n", "confirm.suspect_z must be a number")):
+        p.write_text(text)
+        with pytest.raises(UsageError, match=msg):
+            load_rules(str(p))
+
+
+def test_sweep_confirm_phase_on_loopback(tmp_path):
+    """Real ranks: with rules that make every below-median rank a suspect, the sweep
+    re-measures them in alternation with references and validate reads the verdicts."""
+    rules = tmp_path / "loose.yaml"
+    rules.write_text("confirm: {suspect_z: 0, min_effect: 0}\n")
+    out = tmp_path / "r.json"
+    run_cli("sweep", "-t", "tcp", "--pattern", "pairwise", "-N", "4", "-b", "256K", "-e", "256K", "-n", "4",
+            "-w", "1", "--confirm", "3", "--no-progress", "-o", out, env={"COMM_BENCH_RULES": str(rules)},
+            check_rc=0, timeout=180)
+    doc = json.loads(out.read_text())
+    conf = [r for r in doc["results"] if "confirm" in r]
+    first = [r for r in doc["results"] if "confirm" not in r]
+    assert len(first) == 12 and conf, "no suspect re-measured"
+    ids = {r["confirm"]["id"] for r in conf}
+    for i in ids:
+        mine = [r for r in conf if r["confirm"]["id"] == i]
+        assert len(mine) == 3 * 4 and {r["confirm"]["role"] for r in mine} == {"suspect", "reference"}
+        assert [r["confirm"]["alt"] for r in mine] == sorted(r["confirm"]["alt"] for r in mine)
+    rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
+    assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
+    assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])
+
+
+# ----------------------------------------------------------------------------- check
+@pytest.mark.parametrize("args, msg", [
+    (["-t", "tcp"], "check needs a transport with the collective 'all_reduce' and sendrecv"),
+    (["-t", "gloo", "--expect-busbw", "-1"], "--expect-busbw must be a number of GB/s above 0"),
+    (["-t", "gloo", "--op", "sendrecv"], "--op sendrecv is not a collective"),
+    (["-t", "gloo", "--rules", "/nonexistent.yaml"], "rules file"),
+])
+def test_check_bad_input(args, msg, tmp_path):
+    p = run_cli("check", *args, "-N", "2", "-o", tmp_path / "c.json")
+    assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_check_above_expectation_does_not_localize(tmp_path):
+    out = tmp_path / "c.json"
+    p = run_cli("check", "-t", "gloo", "-N", "3", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1",
+                "--expect-busbw", "1e-6", "--no-progress", "-o", out, timeout=180)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "at or above the expected" in p.stdout and "not localizing" in p.stdout and "no findings" in p.stdout
+    doc = json.loads(out.read_text())
+    assert [r["pattern"] for r in doc["results"]] == ["collective"] and doc["status"] == "ok"
+
+
+def test_check_localize_always_runs_n_minus_1_rounds(tmp_path):
+    out = tmp_path / "c.json"
+    p = run_cli("check", "-t", "gloo", "-N", "4", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1",
+                "--localize", "always", "--confirm", "0", "--no-progress", "-o", out, "--json", timeout=180)
+    assert p.returncode in (0, 1), (p.stdout[-2000:], p.stderr[-2000:])
+    rep = json.loads(p.stdout[p.stdout.index("{\n"):])
+    doc = json.loads(out.read_text())
+    pairs = [r for r in doc["results"] if r["pattern"] == "pairwise-concurrent"]
+    assert len(pairs) == 12 and len({r["round"] for r in pairs}) == 2 * 3     # 3 rounds, both directions
+    assert rep["checked"]["collectives"][0]["op"] == "all_reduce" and rep["checked"]["pairs"] == 12
+
+
+def _lat(median, max_over_median):
+    return {"min": median * 0.9, "median": median, "max": median * max_over_median, "avg": median,
+            "stdev": 0.0, "p99": median * max_over_median, "p999": median * max_over_median}
+
+
+@pytest.mark.parametrize("toggling", [True, False])
+def test_instability_verdict(toggling):
+    """A host whose re-measurements swing between fast and slow (and whose iterations do):
+    unstable-host, with how unstable and when; a steady one: nothing."""
+    doc = _hosts_doc()
+    rnd = random.Random(3)
+    base = dict(doc["results"][0])
+    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
+        sus = tag["role"] == "suspect"
+        slow = toggling and sus and tag["alt"] % 2 == 0
+        bw = 45.0 * rnd.uniform(0.97, 1.03) * (0.3 if slow else 1.0)
+        t = base["size"] / bw / 1e3
+        rec = dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i, confirm=tag,
+                   latency_us=_lat(t, (3.0 if toggling and sus else 1.2) * rnd.uniform(0.9, 1.1)))
+        doc["results"].append(rec)
+    rep = check(doc)
+    unstable = [f for f in rep["findings"] if f["kind"].startswith("unstable")]
+    if not toggling:
+        assert rep["findings"] == [], rep["findings"]
+        return
+    assert [f["kind"] for f in unstable] == ["unstable-host"] and unstable[0]["ranks"] == [4], rep["findings"]
+    u = unstable[0]
+    assert u["confidence"] >= 0.99 and u["unsteadiness_ratio"] >= 1.4 and u["max_over_median"] >= 2.5
+    assert {w["alt"] for w in u["confirm"]["when"]} == set(range(8))   # per-iteration swings every time
+    assert "as unsteady as known-good pairs" in u["message"]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_check_under_launchers(tmp_path, launcher):
+    """The same workflow when torchrun or mpirun starts the ranks: rank 0 prints the report
+    once, and the document holds the collective and the pair rounds."""
+    import os
+    import subprocess
+    import sys
+
+    from comm_bench.netutil import free_port
+    from cbtest import COMM_BENCH
+    out = tmp_path / "c.json"
+    args = ["check", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1", "--localize", "always", "--confirm", "0",
+            "--no-progress", "-o", str(out)]
+    bin_dir = Path(sys.executable).parent
+    if launcher == "torchrun":
+        cmd = [str(bin_dir / "torchrun"), "--nproc-per-node", "3", "--master-port", str(free_port()), "--no-python",
+               COMM_BENCH, *args, "-t", "gloo"]
+    else:
+        cmd = [str(bin_dir / "mpirun"), "-np", "3", "--oversubscribe", COMM_BENCH, *args, "-t", "mpi"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    assert p.stdout.count("validate: ") == 1 and "localizing with pairwise-concurrent" in p.stdout, p.stdout[-3000:]
+    doc = json.loads(out.read_text())
+    assert [r["pattern"] for r in doc["results"]].count("collective") == 1
+    assert len([r for r in doc["results"] if r["pattern"] == "pairwise-concurrent"]) == 6
