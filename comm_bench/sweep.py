@@ -102,6 +102,8 @@ def resolve(cfg: SweepConfig, world_size: int):
                          f"it runs: {', '.join(cls.patterns)}")
     if cfg.pattern != "collective" and world_size < 2:
         raise UsageError(f"--pattern {cfg.pattern} needs at least 2 ranks (use --nprocs 2 or a launcher)")
+    if cfg.runner is not None:  # another driver (check) runs each of its ops with its own pattern
+        return cls
     # ops this pattern and mode cannot run are waived (recorded with the reason), unless none can
     if not cfg.ops:  # no --op given: the first op this pattern and mode run
         cfg.ops = [next((op for op in cls.ops if not cls.supports(op, cfg.pattern, cfg.mode)), cls.ops[0])]

@@ -42,6 +42,7 @@ class CheckRun(_RankRun):
             run_phase(self, pair, first_round=len(rounds))
 
     def _title(self, op):
+        self._printed = []      # this op's rows (the sweep's footer reads them)
         if self.rank == 0:
             self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode, self.n, self.nhosts))
             self.progress.line(header())
