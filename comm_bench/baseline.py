@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from .compare import change, summarise
 from .sizes import human_size
-from .validate import _finding, parse_size
+from .validate_findings import finding
+from .validate_rules import parse_size
 
 DEFAULT_TOLERANCE = 0.10
 
@@ -32,7 +33,7 @@ def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M"):
         worse = -c if figure == "busbw" else c
         if worse > tolerance:
             unit, what = ("GB/s", "busbw") if figure == "busbw" else ("us", "median latency")
-            findings.append(_finding(
+            findings.append(finding(
                 "regression", f"{op} {human_size(size)} ({mode}): {what} {now[key][figure]:.3g} {unit} vs "
                 f"{old[key][figure]:.3g} {unit} in the baseline ({c * 100:+.1f}%, tolerance "
                 f"{tolerance * 100:g}%)", op=op, mode=mode, size=size, figure=figure,

@@ -69,7 +69,7 @@ def _axis_key(lm, rank, rec, side, by):
         if kind == "gpu":
             return (node, "gpu", val), f"{node}:GPU{val}"
         return (node, "rank", rank), lm.label(rank, rec, side)
-    nic = lm._nic_for(rank, rec, side)
+    nic = lm.nic(rank, rec, side)
     if nic is not None:
         return (node, "nic", nic.get("name")), f"{node}:{nic.get('name')}"
     kind, val = lm.device(rank, rec, side)

@@ -18,173 +18,16 @@ Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 """
 from __future__ import annotations
 
-import copy
-import json
 import math
-import os
 import statistics
-from xml.sax.saxutils import escape, quoteattr
 
-from . import sizes
-from .errors import UsageError
 from .records import measured_gbs, pair_records
 from .results import load as load_results
 from .sizes import human_size
-from .safefile import read_bounded
+from .validate_findings import NothingToCheck, finding
+from .validate_rules import expected_min, load_rules, outlier_rules, parse_size
 
-DEFAULT_RULES = {
-    "version": 1,
-    "min_size": "1M",
-    "classes": {"same-device": {}, "nvlink": {"efficiency": 0.70}, "pcie": {"efficiency": 0.60},
-                "ib": {"efficiency": 0.75}, "roce": {"efficiency": 0.70},
-                "ethernet": {"efficiency": 0.50}, "network": {}, "virtual": {}, "loopback": {}},
-    "transports": {"tcp": {"classes": {"ethernet": {"efficiency": 0.25}, "ib": {"efficiency": 0.10}},
-                           "outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
-                   "grpc": {"classes": {"ethernet": {"efficiency": 0.20}},
-                            "outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
-                   "gloo": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}},
-                   "mpi": {"outliers": {"ratio": 0.5, "pair_ratio": 0.1}}},
-    "outliers": {"z": 5.0, "ratio": 0.75, "pair_ratio": 0.5, "min_peers": 3, "min_size_fraction": 0.5},
-    "blame": {"min_share": 0.5},
-    "confirm": {"suspect_z": 3.0, "min_effect": 0.1, "unstable_ratio": 1.4, "min_confidence": 0.95,
-                "max_suspects": 4},
-    "check_wrong": True,
-}
-RULE_KEYS = set(DEFAULT_RULES)
-MAX_RULES_BYTES = 1 << 20
-CLASS_KEYS = {"efficiency", "floor_gbs"}
 MAD_SCALE = 1.4826
-
-
-class NothingToCheck(UsageError):
-    """The rules found nothing to hold the records against (exit 2 unless a baseline is)."""
-
-
-# ----------------------------------------------------------------------------- rules
-def parse_size(v):
-    """A rules size: a YAML integer or the sweep's own size syntax (comm_bench.sizes), so
-    rules and -b/-e accept the same sizes."""
-    try:
-        if isinstance(v, bool) or not isinstance(v, (int, str)):
-            raise UsageError("not a size")
-        return sizes.parse_size(v)
-    except UsageError:
-        raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)") from None
-
-
-def _merge(base, over):
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
-def load_rules(path=None):
-    """The default rules merged with a YAML/JSON rules file; UsageError on bad input."""
-    if path is None:
-        return copy.deepcopy(DEFAULT_RULES)
-    try:
-        text = read_bounded(path, "rules file", limit=MAX_RULES_BYTES).decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"rules file '{path}' is not UTF-8 text") from None
-    if path.endswith(".json"):
-        try:
-            user = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"rules file '{path}' is not valid JSON: {exc}") from None
-    else:
-        try:
-            import yaml
-        except ImportError:
-            raise UsageError("YAML rules need pyyaml: pip install pyyaml (or give a .json rules file)") from None
-        try:
-            user = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            first = str(exc).replace("\n", " ")[:120]
-            raise UsageError(f"rules file '{path}' is not valid YAML: {first}") from None
-    if user is None:
-        user = {}
-    if not isinstance(user, dict):
-        raise UsageError(f"rules file '{path}': expected a mapping at the top level")
-    rules = _merge(DEFAULT_RULES, user)
-    _check_rules(rules, path)
-    return rules
-
-
-def _check_rules(rules, path="rules"):
-    unknown = set(rules) - RULE_KEYS
-    if unknown:
-        raise UsageError(f"rules file '{path}': unknown key '{sorted(unknown)[0]}' "
-                         f"(known: {', '.join(sorted(RULE_KEYS))})")
-    if rules["version"] != DEFAULT_RULES["version"] or isinstance(rules["version"], bool):
-        raise UsageError(f"rules file '{path}': version {rules['version']!r} is not one this comm-bench "
-                         f"reads (it reads version {DEFAULT_RULES['version']})")
-    parse_size(rules["min_size"])
-    tables = [("classes", rules.get("classes") or {})]
-    for t, tr in (rules.get("transports") or {}).items():
-        if not isinstance(tr, dict) or set(tr) - {"classes", "outliers"}:
-            raise UsageError(f"rules file '{path}': transports.{t} may only hold 'classes' and 'outliers'")
-        _check_outliers(tr.get("outliers") or {}, f"transports.{t}.outliers", path)
-        tables.append((f"transports.{t}.classes", tr.get("classes") or {}))
-    for where, classes in tables:
-        if not isinstance(classes, dict):
-            raise UsageError(f"rules file '{path}': {where} must be a mapping")
-        for cls, spec in classes.items():
-            spec = spec or {}
-            if not isinstance(spec, dict) or set(spec) - CLASS_KEYS:
-                raise UsageError(f"rules file '{path}': {where}.{cls} takes only "
-                                 f"{', '.join(sorted(CLASS_KEYS))}")
-            for k, v in spec.items():
-                if not _number(v):
-                    raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
-    _check_outliers(rules["outliers"], "outliers", path, complete=True)
-    from .diagnose.rules import check_confirm
-    check_confirm(rules, path)
-
-
-OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
-
-
-def _check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
-    if not isinstance(o, dict):
-        raise UsageError(f"rules file '{path}': {where} must be a mapping")
-    unknown = set(o) - set(keys)
-    if unknown:
-        raise UsageError(f"rules file '{path}': unknown key {where}.{sorted(unknown)[0]} "
-                         f"(known: {', '.join(keys)})")
-    for k in keys if complete else o:
-        if not _number(o.get(k)):
-            raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
-
-
-def _number(v) -> bool:
-    """A finite number >= 0 (YAML's .nan and .inf are not)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-
-
-def outlier_rules(rules, transport):
-    o = dict(rules["outliers"])
-    o.update(((rules.get("transports") or {}).get(transport or "") or {}).get("outliers") or {})
-    return o
-
-
-def class_rule(rules, transport, cls):
-    spec = dict((rules.get("classes") or {}).get(cls) or {})
-    spec.update(((rules.get("transports") or {}).get(transport or "", {}).get("classes") or {}).get(cls) or {})
-    return spec
-
-
-def expected_min(rules, transport, cls, theoretical):
-    spec = class_rule(rules, transport, cls)
-    vals = []
-    if theoretical and spec.get("efficiency"):
-        vals.append(theoretical * spec["efficiency"])
-    if spec.get("floor_gbs"):
-        vals.append(float(spec["floor_gbs"]))
-    return max(vals) if vals else None
 
 
 # ----------------------------------------------------------------------------- stats
@@ -217,7 +60,7 @@ def check(doc, rules=None):
     findings = []
     if doc.get("status") == "failed":
         f = doc.get("failure") or {}
-        findings.append(_finding("run-failed", f"the run failed on rank {f.get('rank')} "
+        findings.append(finding("run-failed", f"the run failed on rank {f.get('rank')} "
                                  f"(host {f.get('host')}): {f.get('reason')}",
                                  rank=f.get("rank"), host=f.get("host")))
     from .diagnose import findings as diag
@@ -227,15 +70,15 @@ def check(doc, rules=None):
         for r in doc.get("results") or []:
             if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
                 where = f"pair {r.get('src')}->{r.get('dst')}" if "src" in r else "collective"
-                findings.append(_finding("wrong-data", f"{r['wrong']} wrong elements in {r.get('op')} "
+                findings.append(finding("wrong-data", f"{r['wrong']} wrong elements in {r.get('op')} "
                                          f"{human_size(r.get('size') or 0)} ({where})",
                                          src=r.get("src"), dst=r.get("dst"), size=r.get("size")))
-    collective = _collective_checks(doc, lm, rules, transport)
+    collective = collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     if not recs:
         findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
         if findings or any(c["expected_gbs"] is not None for c in collective["checked"]):
-            return _report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
+            return report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
         if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
             c = collective["checked"][0]
             raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
@@ -329,16 +172,16 @@ def check(doc, rules=None):
     findings += _entity_findings(bad_ranks, lm, obs, groups, gmed)
     for key, nbelow, npairs, med, exp in class_wide:
         op, size, cls = key
-        findings.append(_finding(
+        findings.append(finding(
             "class-below-expected",
             f"{nbelow} of {npairs} {cls} pairs ({op} {human_size(size)}) are below the expected "
             f"minimum {exp:.3g} GB/s (their median {med:.3g} GB/s): check the fabric or the "
             f"rules' efficiency for {cls}", link_class=cls, size=size, op=op,
             measured_gbs=med, expected_gbs=exp))
     for p in sorted(remaining):
-        findings.append(_pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
+        findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
     findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
-    return _report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
+    return report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [{"op": k[0], "size": k[1], "class": k[2],
                                                       "pairs": len(v), "median_gbs": gmed[k]}
                                                      for k, v in sorted(groups.items(), key=_group_order)],
@@ -358,7 +201,7 @@ def _group_order(kv):
     return (str(op), size, str(cls))
 
 
-def _collective_checks(doc, lm, rules, transport):
+def collective_checks(doc, lm, rules, transport):
     """Collectives on 2+ ranks: at the largest size of each op, busbw against the expected
     minimum of the slowest link its ring crosses (rank r -> r+1, the link every byte of a
     ring algorithm passes). Returns {"findings": [...], "checked": [...]}."""
@@ -381,7 +224,7 @@ def _collective_checks(doc, lm, rules, transport):
         out["checked"].append({"op": op, "size": r["size"], "class": cls, "busbw": got,
                                "theoretical_gbs": theo, "expected_gbs": exp})
         if exp is not None and got < exp:
-            out["findings"].append(_finding(
+            out["findings"].append(finding(
                 "collective-below-expected",
                 f"{op} {human_size(r['size'])} on {n} ranks: busbw {got:.3g} GB/s is below the expected "
                 f"minimum {exp:.3g} GB/s of its slowest link ({cls}, theoretical "
@@ -410,19 +253,6 @@ def _cover(bad, measured, min_share, max_ends):
         cover.append((r, c, share))
         left = {p for p in left if r not in p}
     return cover, left
-
-
-# Every kind of finding check() can report, in report order: the JUnit output lists
-# each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
-FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
-                 "unstable-pair", "link-degraded", "class-below-expected", "collective-below-expected",
-                 "wrong-data", "run-failed", "regression")
-
-
-def _finding(kind, message, **kw):
-    if kind not in FINDING_KINDS:
-        raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")
-    return {"kind": kind, "severity": "error", "message": message, **kw}
 
 
 def _pair_stats(rank_set, obs, groups, gmed, classes=None):
@@ -463,7 +293,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
         devs = [lm.device(r)[1] for r in rs]
         if all_of_node:
             dev_txt = f", device {devs[0]}" if len(rs) == 1 and devs[0] is not None else ""
-            out.append(_finding(
+            out.append(finding(
                 "bad-host", f"host {node} (rank{'s' if len(rs) > 1 else ''} "
                 f"{', '.join(map(str, rs))}{dev_txt}) is slow: its pairs run at {what} median"
                 f"{pct} ({'/'.join(classes)}, {human_size(size)}, {npairs} pair measurements)",
@@ -473,13 +303,13 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
             continue
         nic_groups = {}
         for r in rs:
-            nic = lm._nic_for(r, None, "src")
+            nic = lm.nic(r, None, "src")
             nic_groups.setdefault(nic.get("name") if nic else None, []).append(r)
         for nic, group in nic_groups.items():
-            shared = [r for r in node_ranks.get(node, ()) if (lm._nic_for(r, None, "src") or {}).get("name") == nic]
+            shared = [r for r in node_ranks.get(node, ()) if (lm.nic(r, None, "src") or {}).get("name") == nic]
             if nic and len(shared) > 1 and set(group) >= set(shared):
                 m2, p2, (size2, cls2) = _pair_stats(set(group), obs, groups, gmed, bad_cls)
-                out.append(_finding(
+                out.append(finding(
                     "bad-device", f"NIC {nic} on host {node} (ranks {', '.join(map(str, group))}) is slow: "
                     f"{m2:.3g} GB/s median vs {p2:.3g} GB/s for the others ({human_size(size2)})",
                     host=node, ranks=group, device=nic, measured_gbs=m2, peer_median_gbs=p2, size=size2))
@@ -488,7 +318,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
                 kind, val = lm.device(r)
                 m3, p3, (size3, cls3) = _pair_stats({r}, obs, groups, gmed, bad_cls)
                 dev = f"GPU{val}" if kind == "gpu" else val
-                out.append(_finding(
+                out.append(finding(
                     "bad-device" if dev is not None else "bad-rank",
                     f"rank {r} ({'device ' + str(dev) + ' ' if dev is not None else ''}on host {node}) is slow: "
                     f"{m3:.3g} GB/s median vs {p3:.3g} GB/s for the others ({'/'.join(cls3)}, "
@@ -499,7 +329,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
     return out
 
 
-def _pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
+def _pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
     size = max(k[1] for (k, q) in obs if q == p)
     key = next(k for (k, q) in obs if q == p and k[1] == size)
     v = obs[(key, p)]
@@ -509,14 +339,14 @@ def _pair_finding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
         med = statistics.median(obs[(key, q)] for q in groups[key])
     why = (f"below the expected minimum {exp:.3g} GB/s" if exp is not None and v < exp
            else f"an outlier among its {key[2]} peers (median {med:.3g} GB/s)")
-    return _finding("bad-pair", f"pair {lm.label(p[0])} -> {lm.label(p[1])} (ranks {p[0]}->{p[1]}): "
+    return finding("bad-pair", f"pair {lm.label(p[0])} -> {lm.label(p[1])} (ranks {p[0]}->{p[1]}): "
                     f"{v:.3g} GB/s at {human_size(size)}, {why}",
                     src=p[0], dst=p[1], src_host=lm.node(p[0]), dst_host=lm.node(p[1]),
                     link_class=key[2], size=size, measured_gbs=v, expected_gbs=exp,
                     peer_median_gbs=med)
 
 
-def _report(doc, rules, findings, checked):
+def report(doc, rules, findings, checked):
     return {"status": "fail" if findings else "pass", "findings": findings, "checked": checked,
             "transport": doc.get("transport"), "world_size": doc.get("world_size"),
             "rules": {"min_size": rules["min_size"],
@@ -524,62 +354,6 @@ def _report(doc, rules, findings, checked):
 
 
 # ----------------------------------------------------------------------------- output
-def format_text(report):
-    c = report.get("checked") or {}
-    lines = []
-    for g in c.get("groups") or []:
-        lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
-                     f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
-    for g in c.get("collectives") or []:
-        theo = f"{g['theoretical_gbs']:.3g}" if g["theoretical_gbs"] else "unknown"
-        exp = (f"expected min {g['expected_gbs']:.3g}" if g["expected_gbs"] is not None
-               else "not checked: no expected minimum")
-        lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
-                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, {exp})")
-    checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
-                f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
-        + [f"{len(c.get('collectives') or [])} collective op(s)"]
-    head = f"validate: {report['status'].upper()}  ({', '.join(checked)})"
-    out = [head] + lines
-    from .diagnose.findings import text_lines
-    out += text_lines(report)
-    for f in report["findings"]:
-        conf = f" (confidence {f['confidence']:.3g})" if f.get("confidence") is not None else ""
-        out.append(f"FINDING [{f['kind']}] {f['message']}{conf}")
-    if not report["findings"]:
-        out.append("no findings")
-    return "\n".join(out)
-
-
-def write_junit(report, path):
-    c = report.get("checked") or {}
-    cases = []
-    by_kind = {}
-    for f in report["findings"]:
-        by_kind.setdefault(f["kind"], []).append(f)
-    for g in c.get("groups") or []:
-        name = f"{g['class']} {g['op']} {human_size(g['size'])}"
-        cases.append((name, []))
-    for k in FINDING_KINDS:
-        cases.append((k, by_kind.get(k, [])))
-    nfail = sum(1 for _, fs in cases if fs)
-    xml = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f'<testsuite name="comm-bench validate" tests="{len(cases)}" failures="{nfail}" errors="0">']
-    for name, fs in cases:
-        xml.append(f'  <testcase classname="comm-bench.validate" name={quoteattr(name)}>')
-        if fs:
-            msg = "; ".join(f["message"] for f in fs)
-            xml.append(f'    <failure message={quoteattr(msg[:500])} type={quoteattr(fs[0]["kind"])}>'
-                       f'{escape(msg)}</failure>')
-        xml.append("  </testcase>")
-    xml.append("</testsuite>")
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(xml) + "\n")
-    except OSError as exc:
-        raise UsageError(f"cannot write JUnit file '{path}': {exc.strerror}") from None
-
-
 def run(results_path, rules_path=None):
     """load + check (what the command calls)."""
     rules = load_rules(rules_path)
@@ -587,5 +361,3 @@ def run(results_path, rules_path=None):
     return check(doc, rules)
 
 
-def default_rules_path():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "rules.yaml")

@@ -13,7 +13,8 @@ from comm_bench.diagnose.confirm import plan
 from comm_bench.diagnose.stats import signed_rank_p
 from comm_bench.errors import UsageError
 from comm_bench.topology import snapshot
-from comm_bench.validate import check, load_rules
+from comm_bench.validate import check
+from comm_bench.validate_rules import load_rules
 from cbtest import run_cli
 from test_heatmap import make_doc, write
 

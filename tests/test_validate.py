@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from comm_bench.errors import UsageError
-from comm_bench.validate import DEFAULT_RULES, check, default_rules_path, load_rules, robust_low
+from comm_bench.validate import check, robust_low
+from comm_bench.validate_rules import DEFAULT_RULES, default_rules_path, load_rules
 from cbtest import run_cli
 from test_heatmap import make_doc, write
 

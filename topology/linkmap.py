@@ -4,6 +4,7 @@ document (its "hosts[].topology" snapshots, "ranks[].devices" and the records).
     lm = LinkMap(doc)
     lm.node(rank)           # "host" (or "host/addr" when several nodes share a hostname)
     lm.label(rank)          # "host:GPU3" / "host:mlx5_0" / "host:10.0.0.2"
+    lm.nic(rank, rec, side) # the rank's NIC entry in its host's topology, or None
     lm.classify(src, dst, record) -> (link_class, theoretical_gbs or None)
 
 Classes: see links.LINK_CLASSES. Ranks in separate network namespaces or containers
@@ -146,7 +147,7 @@ class LinkMap:
                 return g
         return None
 
-    def _nic_for(self, rank, rec, side):
+    def nic(self, rank, rec, side):
         """The NIC entry of a rank's topology: by NIC name, else by its address."""
         topo = self.topo.get(self.host(rank, rec, side)) or {}
         kind, val = self.device(rank, rec, side)
@@ -227,7 +228,7 @@ class LinkMap:
     def _nic_cached(self, rank, dev, rec, side):
         k = ("nic", rank, dev)
         if k not in self._cache:
-            n = self._nic_for(rank, rec, side)
+            n = self.nic(rank, rec, side)
             self._cache[k] = None if n is None else (n.get("name"), n.get("kind"), n.get("rate_gbs"),
                                                      bool(n.get("virtual")))
         return self._cache[k]
@@ -258,7 +259,7 @@ class LinkMap:
                 g = self._gpu(topo, ds[1] if ds[0] == "gpu" else dd[1])
                 return "pcie", (g.get("pcie") or {}).get("cur_gbs") if g else None
             return "loopback", None
-        a, b = self._nic_for(src, rec, "src"), self._nic_for(dst, rec, "dst")
+        a, b = self.nic(src, rec, "src"), self.nic(dst, rec, "dst")
         if a is None and b is None:
             cls = "ib" if self.link_kind == "rdma" else "network"
             return cls, None

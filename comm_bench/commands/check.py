@@ -73,7 +73,9 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
         os.environ["COMM_BENCH_RULES"] = rules      # the spawned ranks read the same rules
 
     def report(code):
-        from ..validate import NothingToCheck, format_text, run
+        from ..validate import run
+        from ..validate_findings import NothingToCheck
+        from ..validate_output import format_text
         try:
             rep = run(output, rules)
         except NothingToCheck:

@@ -112,7 +112,7 @@ def launch(cfg, nprocs, rank0_done=None):
     rank 0 after a completed run, e.g. check's report)."""
     cls = registry.get(cfg.transport)
     if cfg.confirm:
-        from ..validate import load_rules
+        from ..validate_rules import load_rules
         load_rules(cfg.rules)       # a bad rules file fails here, before any rank starts
     info = detect()
     if nprocs is None:

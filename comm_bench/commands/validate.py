@@ -22,7 +22,11 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
 
     Exit status: 0 pass, 1 findings, 2 bad input or nothing to check.
     """
-    from ..validate import NothingToCheck, _report, check, format_text, load_results, load_rules, write_junit
+    from ..results import load as load_results
+    from ..validate import check, report as make_report
+    from ..validate_findings import NothingToCheck
+    from ..validate_output import format_text, write_junit
+    from ..validate_rules import load_rules
     rules = load_rules(rules)
     doc = load_results(results)
     base = load_results(baseline) if baseline else None
@@ -31,7 +35,7 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
     except NothingToCheck:
         if base is None:
             raise
-        report = _report(doc, rules, [], {})     # the baseline alone is still a check
+        report = make_report(doc, rules, [], {})     # the baseline alone is still a check
     lines = []
     if base is not None:
         from ..baseline import apply

@@ -53,14 +53,15 @@ class CheckRun(_RankRun):
 
         from ..records import measured_gbs
         from ..topology.linkmap import LinkMap
-        from ..validate import _collective_checks, load_rules
+        from ..validate import collective_checks
+        from ..validate_rules import load_rules
 
         doc = dict(self.writer.meta, results=[json.loads(r) for r in self.writer.records])
         recs = [r for r in doc["results"] if r.get("op") == op and r.get("pattern") == "collective"]
         got = measured_gbs(max(recs, key=lambda r: r["size"])) if recs else None
         expect = self.cfg.expect_busbw
         if expect is None:
-            checked = _collective_checks(doc, LinkMap(doc), load_rules(self.cfg.rules), self.cfg.transport)["checked"]
+            checked = collective_checks(doc, LinkMap(doc), load_rules(self.cfg.rules), self.cfg.transport)["checked"]
             expect = next((c["expected_gbs"] for c in checked if c["op"] == op), None)
         mode = self.cfg.localize
         if got is None:

@@ -64,7 +64,7 @@ def suspects_of(doc, rules):
 
 def run_phase(run, op, first_round=0):
     """Every rank of a sweep (_RankRun) after the first pass of a pair op."""
-    from ..validate import load_rules
+    from ..validate_rules import load_rules
 
     rounds = None
     if run.rank == 0:

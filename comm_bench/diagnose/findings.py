@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from ..records import measured_gbs, pair_records
+from ..validate_findings import finding
 from . import topology
 from .stats import confidence, signed_rank_p
 from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
@@ -23,7 +24,6 @@ CERTAIN = ("wrong-data", "run-failed", "link-degraded")
 def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
     """(findings, diagnosis) for validate.check; all_recs: pair_records(doc), groups:
     validate's first-pass table (both computed again when not given)."""
-    from ..validate import _finding
 
     all_recs = pair_records(doc) if all_recs is None else all_recs
     confirm_recs = [r for r in all_recs if isinstance(r.get("confirm"), dict)]
@@ -45,13 +45,13 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
     named_ranks = {r for f in out if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
     named_pairs = {(f["src"], f["dst"]) for f in out if f["kind"] == "bad-pair"}
     slow = [v for v in verdicts if v.get("slow") and v["kind"] == "rank" and v["target"]["rank"] not in named_ranks]
-    out += _rank_findings(slow, lm, _finding, "bad")
-    out += _rank_findings([v for v in verdicts if v.get("unstable") and v["kind"] == "rank"], lm, _finding, "unstable")
+    out += _rank_findings(slow, lm, finding, "bad")
+    out += _rank_findings([v for v in verdicts if v.get("unstable") and v["kind"] == "rank"], lm, finding, "unstable")
     for v in verdicts:
         t = v["target"]
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
-            out.append(_pair_finding(v, lm, _finding))
-    out += topology.findings(doc, _finding)
+            out.append(_pairfinding(v, lm, finding))
+    out += topology.findings(doc, finding)
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
                  "withdrawn": withdrawn}
     if not confirm_recs and table is not None:
@@ -155,7 +155,7 @@ def _unstable_text(v):
             f"{len({w['alt'] for w in v.get('when') or []})} of {v['alternations']} alternations")
 
 
-def _pair_finding(v, lm, make):
+def _pairfinding(v, lm, make):
     s, d = v["target"]["src"], v["target"]["dst"]
     common = dict(src=s, dst=d, src_host=lm.node(s), dst_host=lm.node(d), confirmed=True, confirm=_summary(v))
     who = f"pair {lm.label(s)} -> {lm.label(d)} (ranks {s}->{d})"

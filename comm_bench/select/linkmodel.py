@@ -18,7 +18,7 @@ beta x min(1, max(ranks per node measured, RDMA NICs per node) / GPUs per node).
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..validate import DEFAULT_RULES
+from ..validate_rules import DEFAULT_RULES
 from .collectives import busbw_gbs, flat, hierarchical_stages
 
 RANK = {"measured": 0, "extrapolated": 1, "assumed": 2}

@@ -1,0 +1,22 @@
+"""What validate reports: the kinds of finding, one finding, and the error for a run
+that holds nothing to check. Shared by validate.check, comm_bench/diagnose and the baseline."""
+from __future__ import annotations
+
+from .errors import UsageError
+
+
+class NothingToCheck(UsageError):
+    """The rules found nothing to hold the records against (exit 2 unless a baseline is)."""
+
+
+# Every kind of finding check() can report, in report order: the JUnit output lists
+# each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
+FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
+                 "unstable-pair", "link-degraded", "class-below-expected", "collective-below-expected",
+                 "wrong-data", "run-failed", "regression")
+
+
+def finding(kind, message, **kw):
+    if kind not in FINDING_KINDS:
+        raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")
+    return {"kind": kind, "severity": "error", "message": message, **kw}

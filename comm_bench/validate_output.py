@@ -1,0 +1,64 @@
+"""validate's report as text (the console) and as JUnit XML (CI)."""
+from __future__ import annotations
+
+from xml.sax.saxutils import escape, quoteattr
+
+from .errors import UsageError
+from .sizes import human_size
+from .validate_findings import FINDING_KINDS
+
+
+def format_text(report):
+    c = report.get("checked") or {}
+    lines = []
+    for g in c.get("groups") or []:
+        lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
+                     f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
+    for g in c.get("collectives") or []:
+        theo = f"{g['theoretical_gbs']:.3g}" if g["theoretical_gbs"] else "unknown"
+        exp = (f"expected min {g['expected_gbs']:.3g}" if g["expected_gbs"] is not None
+               else "not checked: no expected minimum")
+        lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
+                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, {exp})")
+    checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
+                f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
+        + [f"{len(c.get('collectives') or [])} collective op(s)"]
+    head = f"validate: {report['status'].upper()}  ({', '.join(checked)})"
+    out = [head] + lines
+    from .diagnose.findings import text_lines
+    out += text_lines(report)
+    for f in report["findings"]:
+        conf = f" (confidence {f['confidence']:.3g})" if f.get("confidence") is not None else ""
+        out.append(f"FINDING [{f['kind']}] {f['message']}{conf}")
+    if not report["findings"]:
+        out.append("no findings")
+    return "\n".join(out)
+
+
+def write_junit(report, path):
+    c = report.get("checked") or {}
+    cases = []
+    by_kind = {}
+    for f in report["findings"]:
+        by_kind.setdefault(f["kind"], []).append(f)
+    for g in c.get("groups") or []:
+        name = f"{g['class']} {g['op']} {human_size(g['size'])}"
+        cases.append((name, []))
+    for k in FINDING_KINDS:
+        cases.append((k, by_kind.get(k, [])))
+    nfail = sum(1 for _, fs in cases if fs)
+    xml = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuite name="comm-bench validate" tests="{len(cases)}" failures="{nfail}" errors="0">']
+    for name, fs in cases:
+        xml.append(f'  <testcase classname="comm-bench.validate" name={quoteattr(name)}>')
+        if fs:
+            msg = "; ".join(f["message"] for f in fs)
+            xml.append(f'    <failure message={quoteattr(msg[:500])} type={quoteattr(fs[0]["kind"])}>'
+                       f'{escape(msg)}</failure>')
+        xml.append("  </testcase>")
+    xml.append("</testsuite>")
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(xml) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write JUnit file '{path}': {exc.strerror}") from None
