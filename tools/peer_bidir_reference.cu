@@ -11,7 +11,7 @@
 // other's buffer opened through CUDA IPC, released together by a flag in shared host memory.
 //
 //   nvcc -O2 -std=c++17 tools/peer_bidir_reference.cu -o peer_bidir_reference
-//   ./peer_bidir_reference 512 20 [ipc]      # MiB per copy, copies per direction
+//   ./peer_bidir_reference 512 20 [ipc|ipc-devgate|ipc-2x64|ipc-2x]   # MiB per copy, copies per direction
 #include <cuda_runtime.h>
 
 #include <pthread.h>
@@ -38,7 +38,7 @@ __global__ void hold(volatile int* flag) {
 }
 
 // One process per GPU: each child writes into the other's buffer through CUDA IPC.
-static int run_ipc(size_t bytes, int iters, bool device_gate) {
+static int run_ipc(size_t bytes, int iters, bool device_gate, size_t dst_alloc) {
   struct Shared {
     pthread_barrier_t bar;
     cudaIpcMemHandle_t handle[2];
@@ -58,7 +58,7 @@ static int run_ipc(size_t bytes, int iters, bool device_gate) {
     CHECK(cudaSetDevice(d));
     void *src, *dst, *peer;
     CHECK(cudaMalloc(&src, bytes));
-    CHECK(cudaMalloc(&dst, bytes));
+    CHECK(cudaMalloc(&dst, dst_alloc));  // the copies write its first `bytes`
     CHECK(cudaMemset(src, d + 1, bytes));
     CHECK(cudaIpcGetMemHandle(&sh->handle[d], dst));
     CHECK(cudaHostRegister(sh, 4096, cudaHostRegisterMapped | cudaHostRegisterPortable));
@@ -122,16 +122,21 @@ static int run_ipc(size_t bytes, int iters, bool device_gate) {
     wait(&status);
     bad |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  std::printf("%s %.1f %.1f %.1f\n", device_gate ? "ipc-devgate-bidir" : "ipc-bidir", sh->gbps[0], sh->gbps[1],
-              sh->gbps[0] + sh->gbps[1]);
+  std::printf("%s (destination allocation %zu B) %.1f %.1f %.1f\n", device_gate ? "ipc-devgate-bidir" : "ipc-bidir",
+              dst_alloc, sh->gbps[0], sh->gbps[1], sh->gbps[0] + sh->gbps[1]);
   return bad;
 }
 
 int main(int argc, char** argv) {
   size_t bytes = size_t(argc > 1 ? std::atoi(argv[1]) : 512) << 20;
   int iters = argc > 2 ? std::atoi(argv[2]) : 20;
-  if (argc > 3 && std::strcmp(argv[3], "ipc") == 0) return run_ipc(bytes, iters, false);
-  if (argc > 3 && std::strcmp(argv[3], "ipc-devgate") == 0) return run_ipc(bytes, iters, true);
+  // ipc-2x64: the destination is one allocation of 2 x bytes + 64 (comm-bench's exported buffer:
+  // a write half, a read half and the gate word), written in its first half
+  size_t shaped = 2 * bytes + 64;
+  if (argc > 3 && std::strcmp(argv[3], "ipc") == 0) return run_ipc(bytes, iters, false, bytes);
+  if (argc > 3 && std::strcmp(argv[3], "ipc-devgate") == 0) return run_ipc(bytes, iters, true, bytes);
+  if (argc > 3 && std::strcmp(argv[3], "ipc-2x64") == 0) return run_ipc(bytes, iters, false, shaped);
+  if (argc > 3 && std::strcmp(argv[3], "ipc-2x") == 0) return run_ipc(bytes, iters, false, 2 * bytes);
   int n = 0;
   CHECK(cudaGetDeviceCount(&n));
   if (n < 2) {
