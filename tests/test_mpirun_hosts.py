@@ -2,21 +2,13 @@
 and examples/hostfile as they are): Open MPI starts its daemons through tools/netns_rsh, an
 ssh stand-in that enters the host's namespace. Needs root and iproute2."""
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 from cbtest import BIN, load_results
+from netns_launch import MARKS, ROOT, netns_hosts
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import netns_fabric  # noqa: E402
-import netns_hosts  # noqa: E402
-
-OK, WHY = netns_fabric.available()
-pytestmark = [pytest.mark.launchers, pytest.mark.netns,
-              pytest.mark.skipif(not OK, reason=f"network namespaces: {WHY}")]
+pytestmark = MARKS
 
 HOSTS = ["m0", "m1", "m2", "m3"]
 SIZES = [64 << 10, 256 << 10, 1 << 20]          # the example's -b 64K -e 1M -f 4

@@ -6,22 +6,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from cbtest import BIN, load_results, rank_pids
+from netns_launch import MARKS, ROOT, netns_hosts
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import netns_fabric  # noqa: E402
-import netns_hosts  # noqa: E402
-
-OK, WHY = netns_fabric.available()
-pytestmark = [pytest.mark.launchers, pytest.mark.netns,
-              pytest.mark.skipif(not OK, reason=f"network namespaces: {WHY}")]
+pytestmark = MARKS
 
 HOSTS = ["t0", "t1", "t2", "t3"]
 EXAMPLE = ROOT / "examples" / "torchrun-c10d.sh"

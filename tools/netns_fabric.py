@@ -6,6 +6,8 @@ Layout (shared/ENVIRONMENT.md recipe): one namespace per host with one veth `eth
 Nothing is created in the initial namespace, so parallel fabrics never collide and the
 machine's own interfaces are never touched. A host can be shaped with tc tbf on both
 ends of its veth (its egress and its ingress), which gives a known-degraded link.
+(Over 400 lines: building, shaping and tearing down one fabric share its namespace state;
+named hosts for launchers are in netns_hosts.py.)
 
 Python API (used by tests):
 
