@@ -13,11 +13,25 @@ Per size and strategy it measures, after --warmup steps, over --steps timed step
                  layer, FULL_SHARD: reshard after forward)
   nosync_step_s  DDP under no_sync(); FSDP with set_requires_gradient_sync(False)
                  (still all-gathers parameters: no reduce-scatter)
-  comm_kernel_s  primary communication figure: the NCCL kernel time per step, summed
-                 from torch.profiler over --profile-steps steps (mean over ranks)
-  exposed_comm_s step_s - compute_s (second figure: communication not hidden by compute)
+  solo_step_s    FSDP only: the same FSDP step with each rank in a mesh of its own (one
+                 rank): the wrapper's copies, hooks and launches stay, the link goes
+  comm_cost_s    what communication adds to the step, from steps with and without it:
+                 DDP step_s - nosync_step_s, FSDP step_s - solo_step_s
+  comm_kernel_s  the NCCL kernel time per step, summed from torch.profiler over
+                 --profile-steps steps (mean over ranks)
+  comm_kernel_min_s  the same kernels matched by position across ranks, each taken on
+                 the rank where it was shortest: the rank that arrived last waited least,
+                 so this drops the time a kernel spins for a late peer
+  exposed_comm_s step_s - compute_s (communication not hidden by compute)
+
+--serialize sets CUDA_DEVICE_MAX_CONNECTIONS=1 before CUDA starts (Megatron-LM sets it
+for the same reason): one hardware queue, so communication kernels run between the
+compute kernels instead of beside them. An NCCL kernel's duration is then its transfer
+time, not transfer + contention with backward kernels on the same SMs; with
+comm_kernel_min_s it is the figure an isolated sweep can predict.
 
     torchrun --nproc-per-node 2 tools/bench_train_step.py --params 350M,1B,2B -o train.json
+    torchrun --nproc-per-node 2 tools/bench_train_step.py --serialize -o train_serial.json
     python tools/bench_train_step.py --device cpu --params 2M --layers 2   # gloo, CPU
     python tools/bench_train_step.py --dry-run --params 1B                 # shapes only
 
@@ -126,7 +140,7 @@ class Bench:
         return out
 
     def measure(self, step, prof=False):
-        """(median step seconds, comm kernel seconds per step or None)."""
+        """(median step seconds, (mean, min-over-ranks) comm kernel seconds per step or None)."""
         a = self.args
         self.timed(step, a.warmup)
         times = self.timed(step, a.steps)
@@ -138,8 +152,11 @@ class Bench:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         with profile(activities=acts) as prof:
             self.timed(step, self.args.profile_steps)
-        total_us = comm_us(prof, self.cuda)
-        return total_us / 1e6 / self.args.profile_steps
+        mine = comm_durations_us(prof, self.cuda)
+        everyone = [None] * self.world
+        self.dist.all_gather_object(everyone, mine)
+        n = self.args.profile_steps
+        return sum(mine) / 1e6 / n, min_over_ranks_us(everyone) / 1e6 / n
 
     def mean_max(self, value):
         """(mean, max) of a float over ranks."""
@@ -194,31 +211,48 @@ class Bench:
             case["strategies"]["fsdp"] = self.run_fsdp(layers, hidden, x, compute_max)
         return case
 
-    def run_fsdp(self, layers, hidden, x, compute_s):
-        torch = self.torch
+    def fsdp_model(self, layers, hidden, mesh=None):
         fully_shard = _fully_shard()
-        model = build_model(torch, layers, hidden, self.dtype, self.device)
+        model = build_model(self.torch, layers, hidden, self.dtype, self.device)
+        kw = {"mesh": mesh} if mesh is not None else {}
         for b in model.layers:              # one FSDP unit per layer, as `select` assumes
-            fully_shard(b)
-        fully_shard(model)
+            fully_shard(b, **kw)
+        fully_shard(model, **kw)
+        return model
+
+    def solo_mesh(self):
+        """A one-rank device mesh per rank (every rank creates every group, as new_group needs)."""
+        from torch.distributed.device_mesh import DeviceMesh
+        groups = [self.dist.new_group([r]) for r in range(self.world)]
+        return DeviceMesh.from_group(groups[self.rank], "cuda" if self.cuda else "cpu")
+
+    def run_fsdp(self, layers, hidden, x, compute_s):
+        model = self.fsdp_model(layers, hidden)
         opt = self.sgd(model)
         step_s, comm = self.measure(self.step_fn(model, opt, x), prof=True)
         model.set_requires_gradient_sync(False)
         nosync_s, _ = self.measure(self.step_fn(model, opt, x))
-        model.set_requires_gradient_sync(True)
         del model, opt
         self.free()
-        return self.summary(step_s, nosync_s, comm, compute_s)
+        model = self.fsdp_model(layers, hidden, self.solo_mesh())
+        solo_s, _ = self.measure(self.step_fn(model, self.sgd(model), x))
+        del model
+        self.free()
+        out = self.summary(step_s, nosync_s, comm, compute_s)
+        out["solo_step_s"] = self.mean_max(solo_s)[1]
+        out["comm_cost_s"] = max(0.0, out["step_s"] - out["solo_step_s"])
+        return out
 
     def summary(self, step_s, nosync_s, comm, compute_s):
         step_mean, step_max = self.mean_max(step_s)
         nosync_mean, nosync_max = self.mean_max(nosync_s)
         out = {"step_s": step_max, "nosync_step_s": nosync_max,
                "exposed_comm_s": max(0.0, step_max - compute_s),
-               "sync_minus_nosync_s": max(0.0, step_max - nosync_max)}
+               "sync_minus_nosync_s": max(0.0, step_max - nosync_max),
+               "comm_cost_s": max(0.0, step_max - nosync_max)}   # FSDP replaces it (solo step)
         if comm is not None:
-            cm, cx = self.mean_max(comm)
-            out.update(comm_kernel_s=cm, comm_kernel_max_s=cx)
+            cm, cx = self.mean_max(comm[0])
+            out.update(comm_kernel_s=cm, comm_kernel_max_s=cx, comm_kernel_min_s=comm[1])
         return out
 
     def free(self):
@@ -240,18 +274,27 @@ COMM_KERNEL = re.compile(r"nccl", re.I)
 CPU_COMM_OP = re.compile(r"^(gloo|nccl):|^c10d::(allreduce|allgather|reduce_scatter|_allgather|_reduce_scatter)", re.I)
 
 
-def comm_us(prof, cuda):
-    """Microseconds of communication in a profile: NCCL kernels on the GPU; on CPU
-    (gloo) the collectives' own CPU ranges."""
+def comm_durations_us(prof, cuda):
+    """Durations (us, in start order) of the communication in a profile: NCCL kernels on
+    the GPU; on CPU (gloo) the collectives' own CPU ranges."""
     from torch.autograd import DeviceType
-    total = 0.0
+    found = []
     for e in prof.events():
         if cuda:
             if e.device_type == DeviceType.CUDA and COMM_KERNEL.search(e.name):
-                total += e.time_range.elapsed_us()
+                found.append((e.time_range.start, e.time_range.elapsed_us()))
         elif CPU_COMM_OP.search(e.name):
-            total += e.time_range.elapsed_us()
-    return total
+            found.append((e.time_range.start, e.time_range.elapsed_us()))
+    return [d for _, d in sorted(found)]
+
+
+def min_over_ranks_us(per_rank):
+    """Sum over collectives of the shortest duration any rank saw. Every rank issues the
+    same collectives in the same order; where the counts differ (a profiler dropped an
+    event) the ranks cannot be matched and the mean of the ranks' sums is returned."""
+    if len({len(d) for d in per_rank}) != 1:
+        return sum(map(sum, per_rank)) / len(per_rank)
+    return sum(min(ds) for ds in zip(*per_rank))
 
 
 def _nccl_version(torch):
@@ -279,6 +322,8 @@ def parse_args(argv=None):
     p.add_argument("--profile-steps", type=int, default=5, help="profiled steps for the NCCL kernel sum")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--serialize", action="store_true",
+                   help="CUDA_DEVICE_MAX_CONNECTIONS=1: communication kernels between compute kernels")
     p.add_argument("--dry-run", action="store_true", help="print the shapes and exit")
     p.add_argument("-o", "--out", default="train_step.json")
     a = p.parse_args(argv)
@@ -298,6 +343,8 @@ def main(argv=None):
             print(f"params {n} ({n / 1e9:.3f} B): layers {L}, hidden {h}, micro-batch {a.micro_batch}, "
                   f"seq-len {a.seq_len}, {a.dtype}, strategies {','.join(a.strategies)}")
         return 0
+    if a.serialize:      # read when CUDA starts: must be set before torch touches the GPU
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     import torch
     if a.device is None:
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -309,6 +356,7 @@ def main(argv=None):
            "backend": "nccl" if b.cuda else "gloo", "world_size": b.world, "dtype": a.dtype,
            "micro_batch": a.micro_batch, "seq_len": a.seq_len, "bucket_mb": a.bucket_mb,
            "warmup": a.warmup, "steps": a.steps, "profile_steps": a.profile_steps,
+           "serialize": a.serialize,
            "cases": cases}
     if b.rank == 0:
         with open(a.out, "w", encoding="utf-8") as f:
@@ -316,7 +364,9 @@ def main(argv=None):
         for c in cases:
             for name, s in c["strategies"].items():
                 print(f"{c['params'] / 1e9:.3f}B {name}: step {s['step_s'] * 1e3:.2f} ms, compute "
-                      f"{c['compute_s'] * 1e3:.2f} ms, comm kernels {s.get('comm_kernel_s', float('nan')) * 1e3:.2f} ms",
+                      f"{c['compute_s'] * 1e3:.2f} ms, comm kernels {s.get('comm_kernel_s', float('nan')) * 1e3:.2f} ms "
+                      f"(min over ranks {s.get('comm_kernel_min_s', float('nan')) * 1e3:.2f} ms), "
+                      f"comm cost {s['comm_cost_s'] * 1e3:.2f} ms",
                       flush=True)
     b.dist.destroy_process_group()
     return 0

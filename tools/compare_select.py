@@ -6,7 +6,11 @@ strategy), what `select` predicts for the same workload from comm-bench results 
 (e.g. a `comm-bench sweep -t nccl` run on the same machine), or from `select --json`
 output files given with --select. Prints per case:
 
-  comm time/step   predicted comm_s        vs measured NCCL kernel time (profiler)
+  comm time/step   predicted comm_s        vs what communication adds to a measured step,
+                   from steps with and without it (comm_cost_s: DDP step - no_sync step,
+                   FSDP step - the same FSDP step on one-rank meshes); the target's figure
+  comm kernels     predicted comm_s        vs the NCCL kernel time (profiler; per collective
+                   the shortest rank), which contention with compute kernels stretches
   exposed comm     predicted exposed_comm_s vs measured step - local compute
   step time        predicted step_s         vs measured step
 
@@ -67,9 +71,15 @@ def rows(bench, selections):
             if c is None:
                 continue
             meas_exposed = m["step_s"] - case["compute_s"]
+            kernels = m.get("comm_kernel_min_s", m.get("comm_kernel_s"))
+            cost = m.get("comm_cost_s")
             out.append({"params": case["params"], "strategy": strat, "world_size": bench["world_size"],
-                        "pred_comm_s": c["comm_s"], "meas_comm_s": m.get("comm_kernel_s"),
-                        "err_comm": rel(c["comm_s"], m.get("comm_kernel_s")),
+                        "serialize": bool(bench.get("serialize")),
+                        "pred_comm_s": c["comm_s"], "meas_comm_s": cost if cost is not None else kernels,
+                        "meas_comm_from": "steps" if cost is not None else "kernels",
+                        "err_comm": rel(c["comm_s"], cost if cost is not None else kernels),
+                        "meas_kernel_s": kernels, "err_kernel": rel(c["comm_s"], kernels),
+                        "meas_kernel_mean_s": m.get("comm_kernel_s"),
                         "pred_exposed_s": c.get("exposed_comm_s"), "meas_exposed_s": meas_exposed,
                         "err_exposed": rel(c.get("exposed_comm_s"), meas_exposed if meas_exposed > 0 else None),
                         "pred_step_s": c["step_s"], "meas_step_s": m["step_s"],
@@ -87,18 +97,21 @@ def pct(v):
 
 def print_table(rs, target):
     head = (f"{'params':>10} {'strategy':>8} {'comm pred ms':>12} {'comm meas ms':>12} {'error':>8} "
+            f"{'kernels ms':>10} {'error':>8} "
             f"{'exp pred ms':>11} {'exp meas ms':>11} {'error':>8} {'step pred ms':>12} {'step meas ms':>12} "
             f"{'error':>8}  figures")
     print(head)
     for r in rs:
         print(f"{r['params'] / 1e9:>9.3f}B {r['strategy']:>8} {fmt(r['pred_comm_s']):>12} {fmt(r['meas_comm_s']):>12} "
-              f"{pct(r['err_comm']):>8} {fmt(r['pred_exposed_s']):>11} {fmt(r['meas_exposed_s']):>11} "
+              f"{pct(r['err_comm']):>8} {fmt(r['meas_kernel_s']):>10} {pct(r['err_kernel']):>8} "
+              f"{fmt(r['pred_exposed_s']):>11} {fmt(r['meas_exposed_s']):>11} "
               f"{pct(r['err_exposed']):>8} {fmt(r['pred_step_s']):>12} {fmt(r['meas_step_s']):>12} "
               f"{pct(r['err_step']):>8}  {r['figures']}")
     errs = [abs(r["err_comm"]) for r in rs if r["err_comm"] is not None]
     if errs:
         within = sum(e <= target for e in errs)
-        print(f"communication time per step: {within} of {len(errs)} cases within {target:.0%} "
+        print(f"communication time per step ({', '.join(sorted({r['meas_comm_from'] for r in rs}))}): "
+              f"{within} of {len(errs)} cases within {target:.0%} "
               f"(largest |error| {max(errs):.1%})")
     return errs
 
