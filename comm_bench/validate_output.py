@@ -1,8 +1,6 @@
 """validate's report as text (the console) and as JUnit XML (CI)."""
 from __future__ import annotations
 
-from xml.sax.saxutils import escape, quoteattr
-
 from .errors import UsageError
 from .sizes import human_size
 from .validate_findings import FINDING_KINDS
@@ -36,29 +34,26 @@ def format_text(report):
 
 
 def write_junit(report, path):
+    """One JUnit test case per checked group and per finding kind (junitparser writes the XML)."""
+    from junitparser import Failure, TestCase, TestSuite
+
     c = report.get("checked") or {}
-    cases = []
     by_kind = {}
     for f in report["findings"]:
         by_kind.setdefault(f["kind"], []).append(f)
-    for g in c.get("groups") or []:
-        name = f"{g['class']} {g['op']} {human_size(g['size'])}"
-        cases.append((name, []))
-    for k in FINDING_KINDS:
-        cases.append((k, by_kind.get(k, [])))
-    nfail = sum(1 for _, fs in cases if fs)
-    xml = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f'<testsuite name="comm-bench validate" tests="{len(cases)}" failures="{nfail}" errors="0">']
+    cases = [(f"{g['class']} {g['op']} {human_size(g['size'])}", []) for g in c.get("groups") or []]
+    cases += [(k, by_kind.get(k, [])) for k in FINDING_KINDS]
+    suite = TestSuite("comm-bench validate")
     for name, fs in cases:
-        xml.append(f'  <testcase classname="comm-bench.validate" name={quoteattr(name)}>')
+        case = TestCase(name, classname="comm-bench.validate")
         if fs:
             msg = "; ".join(f["message"] for f in fs)
-            xml.append(f'    <failure message={quoteattr(msg[:500])} type={quoteattr(fs[0]["kind"])}>'
-                       f'{escape(msg)}</failure>')
-        xml.append("  </testcase>")
-    xml.append("</testsuite>")
+            failure = Failure(msg[:500], fs[0]["kind"])
+            failure.text = msg
+            case.result = [failure]
+        suite.add_testcase(case)
+    suite.update_statistics()
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(xml) + "\n")
+        suite.write(str(path), pretty=True)
     except OSError as exc:
         raise UsageError(f"cannot write JUnit file '{path}': {exc.strerror}") from None
