@@ -25,7 +25,7 @@ from .records import measured_gbs, pair_records
 from .results import load as load_results
 from .sizes import human_size
 from .validate_findings import NothingToCheck, finding
-from .validate_rules import expected_min, load_rules, outlier_rules, parse_size
+from .validate_rules import expected_collective_min, expected_min, load_rules, outlier_rules, parse_size
 
 MAD_SCALE = 1.4826
 
@@ -219,7 +219,7 @@ def collective_checks(doc, lm, rules, transport):
         if r.get("size", 0) >= largest.get(r.get("op"), {}).get("size", -1):
             largest[r.get("op")] = r
     for op, r in sorted(largest.items()):
-        exp = expected_min(rules, transport, cls, theo)
+        exp = expected_collective_min(rules, transport, cls, theo)
         got = measured_gbs(r)
         out["checked"].append({"op": op, "size": r["size"], "class": cls, "busbw": got,
                                "theoretical_gbs": theo, "expected_gbs": exp})

@@ -102,6 +102,7 @@ def _check_rules(rules, path="rules"):
                 if not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     check_outliers(rules["outliers"], "outliers", path, complete=True)
+    check_outliers(rules["collectives"], "collectives", path, complete=True, keys=("scale",))
     check_confirm(rules, path)
 
 
@@ -135,6 +136,12 @@ def class_rule(rules, transport, cls):
     spec = dict((rules.get("classes") or {}).get(cls) or {})
     spec.update(((rules.get("transports") or {}).get(transport or "", {}).get("classes") or {}).get(cls) or {})
     return spec
+
+
+def expected_collective_min(rules, transport, cls, theoretical):
+    """A collective's busbw floor: the class's expected minimum x collectives.scale."""
+    exp = expected_min(rules, transport, cls, theoretical)
+    return None if exp is None else exp * rules["collectives"]["scale"]
 
 
 def expected_min(rules, transport, cls, theoretical):

@@ -2,6 +2,7 @@
 outliers among peers, naming the bad pair / rank / device / host, rules files, JUnit and
 exit codes."""
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -254,3 +255,24 @@ def test_sizes_sorted_numerically_in_text_json_and_junit(tmp_path):
     text = run_cli("validate", path, check_rc=0).stdout
     assert "sizes 1M, 2M, 16M" in text
     assert text.index(" 2M ") < text.index(" 16M ")
+
+
+def test_healthy_two_h200_nccl_sweep_passes_and_a_slower_collective_fails(tmp_path):
+    """A real `sweep -t nccl --nprocs 2` on 2 x H200 (NV18), healthy: reduce_scatter and
+    all_gather read 273-275 GB/s busbw at 1 GiB, as nccl-tests' own method reads there
+    (291 at 2 GiB): validate must pass it (it failed it against nvlink's copy efficiency);
+    the same run with reduce_scatter at 80% must fail, naming that op."""
+    src = os.path.join(os.path.dirname(__file__), "data", "validate", "h200x2_nccl_healthy.json")
+    p = run_cli("validate", src, "--json", check_rc=0)
+    assert json.loads(p.stdout)["status"] == "pass"
+    with open(src, encoding="utf-8") as f:
+        doc = json.load(f)
+    for r in doc["results"]:
+        if r["op"] == "reduce_scatter":
+            r["time_us"] /= 0.8
+            for k in ("algbw", "busbw", "bw_peak"):
+                r[k] *= 0.8
+    slow = write(tmp_path, doc, "slow.json")
+    p = run_cli("validate", slow, "--json", check_rc=1)
+    found = json.loads(p.stdout)["findings"]
+    assert [(f["kind"], f["op"]) for f in found] == [("collective-below-expected", "reduce_scatter")]
