@@ -30,6 +30,26 @@ def test_min_over_ranks_takes_each_collective_from_its_shortest_rank():
     assert m.min_over_ranks_us([[100.0, 20.0], [10.0]]) == 65.0
 
 
+def test_each_nccl_kernel_counts_once():
+    """The profiler puts an "nccl:all_reduce" GPU annotation over each NCCL kernel: counting
+    it too read every collective twice (the 2x of the first selection benchmarks)."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+    m = _bench_module()
+
+    def ev(name, dev, start, dur):
+        return NS(name=name, device_type=dev, time_range=NS(start=start, elapsed_us=lambda: dur))
+    gpu = [ev("nccl:all_reduce", DeviceType.CUDA, 10, 240.0),
+           ev("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", DeviceType.CUDA, 10, 240.0),
+           ev("ncclKernel_AllGather_RING_LL_Sum_int8", DeviceType.CUDA, 5, 100.0),
+           ev("nccl:all_reduce", DeviceType.CPU, 1, 30.0),
+           ev("ampere_bf16_s16816gemm", DeviceType.CUDA, 2, 999.0)]
+    assert m.comm_durations_us(NS(events=lambda: gpu), True) == [100.0, 240.0]
+    cpu = [ev("c10d::allreduce_", DeviceType.CPU, 1, 50.0), ev("gloo:all_reduce", DeviceType.CPU, 2, 40.0)]
+    assert m.comm_durations_us(NS(events=lambda: cpu), False) == [40.0]
+
+
 def test_bench_dry_run_shapes():
     out = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_train_step.py"), "--dry-run",
                           "--params", "350M,1B", "--layers", "16"], capture_output=True, text=True, timeout=120)

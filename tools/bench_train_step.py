@@ -24,11 +24,14 @@ Per size and strategy it measures, after --warmup steps, over --steps timed step
                  so this drops the time a kernel spins for a late peer
   exposed_comm_s step_s - compute_s (communication not hidden by compute)
 
---serialize sets CUDA_DEVICE_MAX_CONNECTIONS=1 before CUDA starts (Megatron-LM sets it
-for the same reason): one hardware queue, so communication kernels run between the
-compute kernels instead of beside them. An NCCL kernel's duration is then its transfer
-time, not transfer + contention with backward kernels on the same SMs; with
-comm_kernel_min_s it is the figure an isolated sweep can predict.
+--serialize sets CUDA_LAUNCH_BLOCKING=1 before CUDA starts: every kernel launch returns
+only when the kernel has finished, so no kernel runs beside another. An NCCL kernel's
+duration is then its transfer time alone (with comm_kernel_min_s, the last rank's, which
+did not wait), for exactly the collectives the framework issued: the figure an isolated
+sweep can predict. (CUDA_DEVICE_MAX_CONNECTIONS=1 was tried first: it orders launches on
+one hardware queue but a GEMM still runs beside an NCCL kernel whose blocks are placed,
+and the kernels read as long as without it.) Step times of a serialized run are not
+training step times.
 
     torchrun --nproc-per-node 2 tools/bench_train_step.py --params 350M,1B,2B -o train.json
     torchrun --nproc-per-node 2 tools/bench_train_step.py --serialize -o train_serial.json
@@ -153,6 +156,9 @@ class Bench:
         with profile(activities=acts) as prof:
             self.timed(step, self.args.profile_steps)
         mine = comm_durations_us(prof, self.cuda)
+        if self.args.kernels_out:           # every communication kernel, for a closer look
+            with open(f"{self.args.kernels_out}.rank{self.rank}.json", "a", encoding="utf-8") as f:
+                f.write(json.dumps(comm_kernels(prof, self.cuda)) + "\n")
         everyone = [None] * self.world
         self.dist.all_gather_object(everyone, mine)
         n = self.args.profile_steps
@@ -270,22 +276,32 @@ def _fully_shard():
     return fully_shard
 
 
-COMM_KERNEL = re.compile(r"nccl", re.I)
-CPU_COMM_OP = re.compile(r"^(gloo|nccl):|^c10d::(allreduce|allgather|reduce_scatter|_allgather|_reduce_scatter)", re.I)
+# NCCL's kernels ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", older "ncclKernel_..."). Not
+# the "nccl:all_reduce" ranges: the profiler also puts those on the GPU timeline (as GPU user
+# annotations spanning the kernel), and counting them too counted every kernel twice.
+COMM_KERNEL = re.compile(r"^nccl(Dev)?Kernel")
+# gloo's own ranges ("gloo:all_reduce"), not the c10d:: dispatcher ops that enclose them
+CPU_COMM_OP = re.compile(r"^gloo:")
+KERNEL_FILTER = COMM_KERNEL.pattern    # recorded in the output: files without it counted twice
+
+
+def is_comm(e, cuda):
+    """NCCL kernels on the GPU; on CPU (gloo) the collectives' own CPU ranges."""
+    from torch.autograd import DeviceType
+    if cuda:
+        return e.device_type == DeviceType.CUDA and bool(COMM_KERNEL.search(e.name))
+    return e.device_type == DeviceType.CPU and bool(CPU_COMM_OP.search(e.name))
+
+
+def comm_kernels(prof, cuda):
+    """[name, start us, duration us] of every communication event, in start order."""
+    return sorted(([e.name, e.time_range.start, e.time_range.elapsed_us()] for e in prof.events() if is_comm(e, cuda)),
+                  key=lambda k: k[1])
 
 
 def comm_durations_us(prof, cuda):
-    """Durations (us, in start order) of the communication in a profile: NCCL kernels on
-    the GPU; on CPU (gloo) the collectives' own CPU ranges."""
-    from torch.autograd import DeviceType
-    found = []
-    for e in prof.events():
-        if cuda:
-            if e.device_type == DeviceType.CUDA and COMM_KERNEL.search(e.name):
-                found.append((e.time_range.start, e.time_range.elapsed_us()))
-        elif CPU_COMM_OP.search(e.name):
-            found.append((e.time_range.start, e.time_range.elapsed_us()))
-    return [d for _, d in sorted(found)]
+    """Durations (us, in start order) of the communication in a profile."""
+    return [d for _, _, d in comm_kernels(prof, cuda)]
 
 
 def min_over_ranks_us(per_rank):
@@ -323,7 +339,9 @@ def parse_args(argv=None):
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
     p.add_argument("--serialize", action="store_true",
-                   help="CUDA_DEVICE_MAX_CONNECTIONS=1: communication kernels between compute kernels")
+                   help="CUDA_LAUNCH_BLOCKING=1: no kernel beside another (NCCL kernel time = transfer time)")
+    p.add_argument("--kernels-out", default=None,
+                   help="append each profile's communication kernels to PATH.rankN.json")
     p.add_argument("--dry-run", action="store_true", help="print the shapes and exit")
     p.add_argument("-o", "--out", default="train_step.json")
     a = p.parse_args(argv)
@@ -344,7 +362,7 @@ def main(argv=None):
                   f"seq-len {a.seq_len}, {a.dtype}, strategies {','.join(a.strategies)}")
         return 0
     if a.serialize:      # read when CUDA starts: must be set before torch touches the GPU
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
     import torch
     if a.device is None:
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -356,7 +374,8 @@ def main(argv=None):
            "backend": "nccl" if b.cuda else "gloo", "world_size": b.world, "dtype": a.dtype,
            "micro_batch": a.micro_batch, "seq_len": a.seq_len, "bucket_mb": a.bucket_mb,
            "warmup": a.warmup, "steps": a.steps, "profile_steps": a.profile_steps,
-           "serialize": a.serialize,
+           "serialize": "CUDA_LAUNCH_BLOCKING=1" if a.serialize else None,
+           "kernel_filter": KERNEL_FILTER,
            "cases": cases}
     if b.rank == 0:
         with open(a.out, "w", encoding="utf-8") as f:

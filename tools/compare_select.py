@@ -10,7 +10,9 @@ output files given with --select. Prints per case:
                    from steps with and without it (comm_cost_s: DDP step - no_sync step,
                    FSDP step - the same FSDP step on one-rank meshes); the target's figure
   comm kernels     predicted comm_s        vs the NCCL kernel time (profiler; per collective
-                   the shortest rank), which contention with compute kernels stretches
+                   the shortest rank), which contention with compute kernels stretches;
+                   in a --serialize run (no kernel beside another) the transfer time itself,
+                   and then the target's figure
   exposed comm     predicted exposed_comm_s vs measured step - local compute
   step time        predicted step_s         vs measured step
 
@@ -62,8 +64,16 @@ def rel(pred, meas):
     return pred / meas - 1.0
 
 
+def kernel_scale(bench):
+    """Bench files written before bench_train_step recorded its "kernel_filter" counted each
+    NCCL kernel twice (the kernel and the GPU annotation the profiler lays over it; shown on
+    a kernel dump in docs/benchmarks/selection.md): their kernel figures are halved here."""
+    return 0.5 if bench.get("backend") == "nccl" and not bench.get("kernel_filter") else 1.0
+
+
 def rows(bench, selections):
-    out = []
+    out, half = [], kernel_scale(bench)
+    blocking = bench.get("serialize") == "CUDA_LAUNCH_BLOCKING=1"
     for case, sel in selections:
         cands = {c["layout"]: c for c in sel["candidates"]}
         for strat, m in case["strategies"].items():
@@ -72,14 +82,17 @@ def rows(bench, selections):
                 continue
             meas_exposed = m["step_s"] - case["compute_s"]
             kernels = m.get("comm_kernel_min_s", m.get("comm_kernel_s"))
-            cost = m.get("comm_cost_s")
+            kernels = None if kernels is None else kernels * half
+            # a launch-blocking run's steps are not training steps, its kernels are the transfer
+            cost = None if blocking else m.get("comm_cost_s")
             out.append({"params": case["params"], "strategy": strat, "world_size": bench["world_size"],
                         "serialize": bool(bench.get("serialize")),
                         "pred_comm_s": c["comm_s"], "meas_comm_s": cost if cost is not None else kernels,
                         "meas_comm_from": "steps" if cost is not None else "kernels",
                         "err_comm": rel(c["comm_s"], cost if cost is not None else kernels),
                         "meas_kernel_s": kernels, "err_kernel": rel(c["comm_s"], kernels),
-                        "meas_kernel_mean_s": m.get("comm_kernel_s"),
+                        "meas_kernel_mean_s": m["comm_kernel_s"] * half if "comm_kernel_s" in m else None,
+                        "kernel_scale": half,
                         "pred_exposed_s": c.get("exposed_comm_s"), "meas_exposed_s": meas_exposed,
                         "err_exposed": rel(c.get("exposed_comm_s"), meas_exposed if meas_exposed > 0 else None),
                         "pred_step_s": c["step_s"], "meas_step_s": m["step_s"],
@@ -155,6 +168,8 @@ def main(argv=None):
                 sel = json.load(f)
         selections.append((case, sel))
     rs = rows(bench, selections)
+    if kernel_scale(bench) != 1.0:
+        print("# kernel figures halved: this bench file counted each NCCL kernel twice (no kernel_filter)")
     errs = print_table(rs, a.target)
     if a.json_out:
         with open(a.json_out, "w", encoding="utf-8") as f:
