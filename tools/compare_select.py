@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 STRATEGY_LAYOUT = {"ddp": "ddp", "fsdp": "fsdp"}
 
 
-def select_args(bench, case, overlap=1.0):
+def select_args(bench, case, overlap=None):
     """The `comm-bench select` options that describe a measured case's workload."""
     return {"overlap": overlap, "params": case["params"], "layers": case["layers"], "hidden": case["hidden"],
             "heads": max(1, case["hidden"] // 128), "seq_len": bench["seq_len"],
@@ -136,7 +136,7 @@ def main(argv=None):
     p.add_argument("--select", nargs="+", default=None,
                    help="select --json outputs instead, one per case in the bench file's order")
     p.add_argument("--save-dir", default=None, help="write each case's select JSON here")
-    p.add_argument("--overlap", type=float, default=1.0, help="select's --overlap (default 1, its default)")
+    p.add_argument("--overlap", type=float, default=None, help="select's --overlap (default: select's default)")
     p.add_argument("--target", type=float, default=0.2)
     p.add_argument("--strict", action="store_true", help="exit 1 when an error exceeds --target")
     p.add_argument("--json", dest="json_out", default=None, help="write the comparison rows as JSON")

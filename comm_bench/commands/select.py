@@ -42,8 +42,9 @@ def _count(ctx, param, value):
               help="Rules YAML tried before the defaults (mode: replace to use it alone).")
 @click.option("--min-efficiency", type=float, default=None,
               help="Exit 1 unless a feasible layout reaches this scaling efficiency (0-1).")
-@click.option("--overlap", type=float, default=1.0, show_default=True,
-              help="Share of backward compute that gradient communication can hide behind.")
+@click.option("--overlap", type=float, default=None,
+              help="Share of backward compute that gradient communication can hide behind "
+                   "(default 0: none; measured so on NVLink, docs/selection.md).")
 @click.option("--intra-node-gbs", type=float, default=None, help="Assumed intra-node bus bandwidth (GB/s).")
 @click.option("--inter-node-gbs", type=float, default=None, help="Assumed inter-node bandwidth per GPU (GB/s).")
 @click.option("--mem-headroom", type=float, default=0.1, show_default=True,
@@ -67,6 +68,8 @@ def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
                                         kw["intra_node_gbs"], kw["inter_node_gbs"])
         print_model(rows, cluster, as_json)
         return
+    if kw["overlap"] is None:
+        del kw["overlap"]             # the library's default (select/predict.py DEFAULT_OVERLAP)
     res = run(results, headroom=mem_headroom, **kw)
     if html_out:
         from ..select.html import render

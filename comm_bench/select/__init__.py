@@ -17,7 +17,7 @@ from . import rules as R
 from . import workload as W
 from .linkfit import fit_documents
 from .linkmodel import LinkModel, human
-from .predict import predict
+from .predict import DEFAULT_OVERLAP, predict
 from .strategies import candidates
 
 DEFAULT_MFU = 0.4
@@ -69,10 +69,10 @@ def link_model_only(paths, nodes=None, gpus_per_node=None, gpu_mem=None, intra_n
 def select(paths, model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
            micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="selective",
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
-           ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=1.0,
+           ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1):
     rule_list = R.load(rules)                  # bad rules fail before any work
-    if not 0 <= overlap <= 1:
+    if overlap is not None and not 0 <= overlap <= 1:
         raise UsageError("--overlap must be in [0, 1]")
     if not 0 <= headroom < 1:
         raise UsageError("--mem-headroom must be in [0, 1)")
@@ -97,7 +97,8 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
     cands.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
     return {"recommendation": rec, "candidates": cands, "link_model": lm.rows(scopes), "cluster": cl,
             "workload": w, "facts": facts, "explain": path, "min_efficiency": min_efficiency,
-            "meets_min_efficiency": bool(ok), "overlap": overlap, "documents": docs}
+            "meets_min_efficiency": bool(ok), "overlap": overlap if overlap is not None else {"default": DEFAULT_OVERLAP},
+            "documents": docs}
 
 
 def recommendation(c, then, facts, w, cl, ecosystem, elastic):
@@ -116,7 +117,8 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic):
         lines.append(f"{item['what']}: {item['count']} x, {human(item['bytes'])} per step -> {item['seconds']:.4g} s "
                      f"[{item['source']}: {item['note']}]")
     lines.append(f"step: compute {c['compute_s']:.4g} s ({w['compute_note']}) + exposed communication "
-                 f"{c['exposed_comm_s']:.4g} s" + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")
+                 f"{c['exposed_comm_s']:.4g} s (--overlap {c['overlap']:g}: {c['overlap_source']})"
+                 + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")
                  + f" = {c['step_s']:.4g} s; efficiency {c['efficiency']:.1%} vs one GPU")
     lines += [R.render(x, facts) for x in then["rationale"]]
     if entry:

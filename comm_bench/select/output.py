@@ -9,7 +9,7 @@ from rich.table import Table
 MAX_ROWS = 12
 CANDIDATE_KEYS = ("layout", "kind", "framework", "feasible", "reason", "model_states_gb", "activations_gb", "memory_gb",
                   "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "pp",
-                  "dp", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "collectives")
+                  "dp", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source", "collectives")
 LINK_KEYS = ("class", "scope", "op", "n", "alpha_us", "beta_gbs", "max_rel_err", "source", "transport", "sizes",
              "points", "from", "note")
 

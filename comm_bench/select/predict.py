@@ -13,7 +13,8 @@ Per step (global batch B = micro-batch b x data-parallel dp x m micro-batches pe
               recomputation) inside the tensor-parallel group, not overlapped
   PP          2 sends of b s h activations per micro-batch between stages, plus the
               bubble: pipeline time = t_c (m + pp - 1) / m (GPipe / 1F1B)
-Overlap (a stated assumption, --overlap F): gradient communication hides behind F x the
+Overlap (a stated assumption, --overlap F; default per DP scope, DEFAULT_OVERLAP below):
+gradient communication hides behind F x the
 backward of the last micro-batch (2/3 of its compute; ZeRO-3/FSDP: behind F x all
 compute), never less than the last bucket / first unit exposed.
 step = pipeline time + exposed DP communication + TP + PP communication;
@@ -27,6 +28,26 @@ from . import memory as M
 from .linkmodel import ZERO, Est, worst
 from .strategies import groups
 from .workload import tensors, units as fsdp_units
+
+# --overlap's default, by where the data-parallel group runs (docs/selection.md, Overlap):
+#  intra-node 0: measured on 2 x H200 over NVLink (docs/benchmarks/selection.md): DDP's
+#    all_reduce was not hidden behind backward (step - no_sync step = 82-99% of its transfer
+#    time, 5 sizes over two sessions; NCCL's copy kernels compete with backward for the SMs),
+#    and step times with 0 came within 1% (DDP) and 4% (FSDP, 1-2 B); with 1, 7-47% short.
+#  inter-node 1: assumed, not measured here: over the network NCCL's kernels wait on the NIC
+#    and need few SMs, and gradient sync hides behind backward (Li et al., PyTorch
+#    Distributed, VLDB 2020).
+DEFAULT_OVERLAP = {"intra-node": 0.0, "inter-node": 1.0}
+
+
+def overlap_for(overlap, dp_placement):
+    """(--overlap a candidate uses, where it comes from): the user's, else the default of
+    its DP group's scope."""
+    if overlap is not None:
+        return overlap, "given"
+    scope = "inter-node" if dp_placement[1] > 1 else "intra-node"
+    return DEFAULT_OVERLAP[scope], f"{scope} default, {'measured' if scope == 'intra-node' else 'assumed'}"
+
 
 FIRST_BUCKET = 1 << 20              # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DEEPSPEED_BUCKET_ELEMS = 5e8        # DeepSpeed reduce_bucket_size / allgather_bucket_size
@@ -78,7 +99,7 @@ class Timeline:
         return total, last
 
 
-def predict(c, w, cluster, lm, t_mb, overlap=1.0, headroom=0.1):
+def predict(c, w, cluster, lm, t_mb, overlap=None, headroom=0.1):
     tp, pp, dp, kind = c["tp"], c["pp"], c["dp"], c["kind"]
     b = w["bytes"]
     out = dict(c)
@@ -101,6 +122,8 @@ def predict(c, w, cluster, lm, t_mb, overlap=1.0, headroom=0.1):
     t_c = m * t_mb / (tp * pp)
     bwd = t_mb / (tp * pp) * (0.75 if w["recompute"] == "full" else 2 / 3)
     g = groups(c, cluster["gpus_per_node"])
+    overlap, out["overlap_source"] = overlap_for(overlap, g["dp"])
+    out["overlap"] = overlap
     tl = Timeline(lm)
     P_local = w["params"] / (tp * pp)
     if kind in ("ddp", "megatron"):
