@@ -216,6 +216,23 @@ def test_bad_input_exit_2(capsys, dgx4, tmp_path):
     assert code == 2 and "bad count" in err
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--params", "1e30"], "--params must be"),          # hung the shape derivation before
+    (["--model", "llama2-7b", "--step-time", "nan"], "--step-time must be"),   # was an internal error
+    (["--model", "llama2-7b", "--seq-len", "0"], "--seq-len must be"),         # 0 read as 'not given'
+    (["--model", "llama2-7b", "--micro-batch", "0"], "--micro-batch must be"),
+    (["--params", "7B", "--layers", "0"], "--layers must be"),
+    (["--model", "llama2-7b", "--bucket-mb", "nan"], "--bucket-mb must be"),
+    (["--model", "llama2-7b", "--inter-node-gbs", "-1", "--nodes", "2"], "--inter-node-gbs must be"),
+    (["--model", "llama2-7b", "--min-efficiency", "2"], "--min-efficiency must be"),
+    (["--model", "llama2-7b", "--gpus-per-node", "100000"], "--gpus-per-node must be"),
+    (["--show-model", "--intra-node-gbs", "inf"], "--intra-node-gbs must be"),
+])
+def test_absurd_numbers_exit_2_one_line(capsys, dgx4, args, needle):
+    code, _, err = run(capsys, *dgx4, *args)
+    assert code == 2 and needle in err and err.count("\n") == 1, err
+
+
 def test_help(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0

@@ -8,6 +8,8 @@ layout (strategies) memory and step time (memory, predict) -> facts -> YAML rule
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import UsageError
 from ..results import check_document, load as load_results
 from . import cluster as C
@@ -21,6 +23,29 @@ from .predict import DEFAULT_OVERLAP, predict
 from .strategies import candidates
 
 DEFAULT_MFU = 0.4
+
+
+# (lowest, highest, lowest allowed itself) of each number select takes: finite, and far
+# beyond any real model or cluster at the top (a 1e30-parameter model hung the command)
+NUMBER_RANGES = {
+    "layers": (0, 1e5, False), "hidden": (0, 1e7, False), "heads": (0, 1e6, False),
+    "seq_len": (0, 1e9, False), "micro_batch": (0, 1e9, False), "global_batch": (0, 1e15, False),
+    "nodes": (0, 1e6, False), "gpus_per_node": (0, 4096, False), "step_time": (0, 1e9, False),
+    "gpu_tflops": (0, 1e9, False), "mfu": (0, 1, False), "bucket_mb": (0, 1e9, False),
+    "min_efficiency": (0, 1, True), "overlap": (0, 1, True), "intra_node_gbs": (0, 1e9, False),
+    "inter_node_gbs": (0, 1e9, False), "mem_headroom": (0, 0.99, True),
+}
+
+
+def check_numbers(**values):
+    """UsageError (exit 2, one line) for a number outside NUMBER_RANGES; None is 'not given'."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        low, high, low_ok = NUMBER_RANGES[name]
+        flag = "--" + name.replace("_", "-")
+        if isinstance(v, bool) or not math.isfinite(v) or v > high or v < low or (v == low and not low_ok):
+            raise UsageError(f"{flag} must be {'>=' if low_ok else '>'} {low:g} and at most {high:g} (got {v:g})")
 
 
 def compute_per_microbatch(w, cluster, step_time=None, gpu_tflops=None, mfu=None):
@@ -59,6 +84,8 @@ def _docs(paths):
 def link_model_only(paths, nodes=None, gpus_per_node=None, gpu_mem=None, intra_node_gbs=None,
                     inter_node_gbs=None):
     """(link-model rows, cluster) for --show-model."""
+    check_numbers(nodes=nodes, gpus_per_node=gpus_per_node, intra_node_gbs=intra_node_gbs,
+                  inter_node_gbs=inter_node_gbs)
     docs = _docs(paths)
     cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem))
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
@@ -72,13 +99,11 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1):
     rule_list = R.load(rules)                  # bad rules fail before any work
-    if overlap is not None and not 0 <= overlap <= 1:
-        raise UsageError("--overlap must be in [0, 1]")
-    if not 0 <= headroom < 1:
-        raise UsageError("--mem-headroom must be in [0, 1)")
-    for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--global-batch", global_batch)):
-        if v is not None and v <= 0:
-            raise UsageError(f"{flag} must be > 0")
+    check_numbers(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, micro_batch=micro_batch,
+                  global_batch=global_batch, nodes=nodes, gpus_per_node=gpus_per_node, step_time=step_time,
+                  gpu_tflops=gpu_tflops, mfu=mfu, bucket_mb=bucket_mb, min_efficiency=min_efficiency,
+                  overlap=overlap, intra_node_gbs=intra_node_gbs, inter_node_gbs=inter_node_gbs,
+                  mem_headroom=headroom)
     docs = _docs(paths)
     cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem))
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,

@@ -58,6 +58,9 @@ def parse_count(text, what="--params"):
     return int(v)
 
 
+MAX_PARAMS = 1e13      # 10 trillion: far beyond any model; 1e30 hung the shape derivation
+
+
 def _derived_shape(params):
     """(layers, hidden) of a transformer of `params` when only the count is given:
     params = 12 L h^2 with hidden = 128 L (GPT-like aspect ratio)."""
@@ -94,8 +97,8 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     else:
         raise UsageError("give --model NAME or --params N (see --help)")
     w.setdefault("kind", "transformer")
-    if w["params"] <= 0:
-        raise UsageError("--params must be > 0")
+    if not 0 < w["params"] <= MAX_PARAMS:
+        raise UsageError(f"--params must be > 0 and at most {MAX_PARAMS:g} (got {w['params']:g})")
     if seq_len:
         w["seq_len"] = seq_len
     if w["kind"] != "transformer":
