@@ -125,13 +125,19 @@ class _Adapter:
         """A numpy array over page-locked host memory."""
         raise NotImplementedError
 
+    def _copy(self, direction, dev, host, stream=None):
+        """One copy (d2h or h2d) of min(dev, host) bytes: synchronous with stream=None, else
+        queued on `stream` (the library's own stream object, or True for torch's current)."""
+        raise NotImplementedError
+
     def d2h(self, host, dev):
         """host[:] = dev, finished on return."""
-        raise NotImplementedError
+        self._copy("d2h", dev, host)
 
     def h2d(self, dev, host):
         """dev[:] = host, finished on return."""
-        raise NotImplementedError
+        self._copy("h2d", dev, host)
+        self.sync()
 
     def sync(self):
         raise NotImplementedError
@@ -188,12 +194,6 @@ class _Cupy(_Adapter):
         else:
             rt.memcpyAsync(*args, stream.ptr)
 
-    def d2h(self, host, dev):
-        self._copy("d2h", dev, host)
-
-    def h2d(self, dev, host):
-        self._copy("h2d", dev, host)
-
     def sync(self):
         self.cp.cuda.Device(self.dev).synchronize()
 
@@ -249,7 +249,8 @@ class _Torch(_Adapter):
         t = self.torch.zeros(nbytes, dtype=self.torch.uint8).pin_memory()
         return t.numpy().view(np_dtype)     # the numpy view keeps the pinned tensor alive
 
-    def _copy(self, direction, dev, host, non_blocking=False):
+    def _copy(self, direction, dev, host, non_blocking=None):
+        non_blocking = bool(non_blocking)
         d = dev.reshape(-1).view(self.torch.uint8)
         h = self._t(host.reshape(-1).view("uint8"))
         n = min(d.numel(), h.numel())
@@ -257,13 +258,6 @@ class _Torch(_Adapter):
             h[:n].copy_(d[:n], non_blocking=non_blocking)
         else:
             d[:n].copy_(h[:n], non_blocking=non_blocking)
-
-    def d2h(self, host, dev):
-        self._copy("d2h", dev, host)
-
-    def h2d(self, dev, host):
-        self._copy("h2d", dev, host)
-        self.sync()
 
     def sync(self):
         self.torch.cuda.synchronize(self.device)
@@ -313,20 +307,14 @@ class _Numba(_Adapter):
     def pinned(self, count, np_dtype):
         return self.cuda.pinned_array(count, dtype=np_dtype)
 
-    def _copy(self, direction, dev, host, stream=0):
+    def _copy(self, direction, dev, host, stream=None):
+        stream = stream or 0
         n = min(dev.size, host.size)
         d, h = dev[:n], host[:n]
         if direction == "d2h":
             d.copy_to_host(h, stream=stream)
         else:
             d.copy_to_device(h, stream=stream)
-
-    def d2h(self, host, dev):
-        self._copy("d2h", dev, host)
-
-    def h2d(self, dev, host):
-        self._copy("h2d", dev, host)
-        self.sync()
 
     def sync(self):
         self.cuda.synchronize()
@@ -395,6 +383,26 @@ def staged_pair(g, send, recv, mirrors: dict):
         if m is not None:
             g.h2d(buf, m[0])
     return s, r
+
+
+def measure_on_gpu(g, measure, steps, *, inp, out, result, values, dtype, out_count, down, up,
+                   iters, buffer):
+    """A framework transport's measurement on device buffers: `measure(steps, reset=, output=,
+    compare=)` (its fw.measure) with the check's fresh data uploaded and the result compared
+    on the GPU; a staged run's copies are timed after it (extra.buffer)."""
+    import numpy as np
+
+    zeros = np.zeros(out_count, dtype)
+
+    def reset():
+        g.h2d(inp, values.astype(dtype))
+        g.h2d(out, zeros)
+
+    res = measure(steps, reset=reset, output=None, compare=lambda want: g.count_wrong(result, want))
+    if down:
+        buffer = dict(buffer, **copy_figures(g, down, up, iters, res.samples_us))
+    res.extra = {"buffer": buffer, **g.info()}
+    return res
 
 
 def copy_figures(g, down, up, iters: int, samples_us: list) -> dict:

@@ -101,7 +101,6 @@ class GlooTransport(Transport):
         """Device buffers (the chosen library's, seen by torch without a copy): Gloo's own CUDA
         path where it has one (and --gpu-path is not staged), else staged through pinned host
         tensors, the copies timed in a pass of their own (extra.buffer)."""
-        import numpy as np
         import torch
 
         if ops_mod.DTYPES[dtype][0] is None:
@@ -131,19 +130,11 @@ class GlooTransport(Transport):
                                             {id(inp): (hin, h_in), id(out): (hout, h_out)})
                 steps = fw.pair_steps(send, recv, inp, out, torch.zeros(1, dtype=h_in.dtype), peer,
                                       role, mode)
-        zeros = np.zeros(out_count, dtype)
-
-        def reset():
-            g.h2d(inp, values.astype(dtype))
-            g.h2d(out, zeros)
-
-        res = self._measure(op, nbytes, steps, iters, warmup, check=check, want=want, role=role,
-                            mode=mode, reset=reset, output=None, compare=lambda w: g.count_wrong(result, w))
-        buf = gb.describe(self.lib, "direct" if direct else "staged")
-        if down:
-            buf.update(gb.copy_figures(g, down, up, iters, res.samples_us))
-        res.extra = {"buffer": buf, **g.info()}
-        return res
+        measure = lambda steps, **how: self._measure(  # noqa: E731
+            op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
+        return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=result, values=values,
+                                 dtype=dtype, out_count=out_count, down=down, up=up, iters=iters,
+                                 buffer=gb.describe(self.lib, "direct" if direct else "staged"))
 
     def _collective_step(self, op, inp, out):
         d, rank, n = self.dist, self.ctx.rank, self.ctx.world_size

@@ -105,8 +105,6 @@ class MpiTransport(Transport):
     def _run_gpu(self, op, nbytes, iters, warmup, dtype, check, mode, peer, role, values, out_count, want):
         """Device buffers: handed to MPI (CUDA-aware) or staged through pinned host mirrors;
         a staged run also times its copies in a pass of their own (extra.buffer)."""
-        import numpy as np
-
         g = self.gpu
         inp, out = g.from_host(values.astype(dtype)), g.empty(out_count, dtype)
         if self.direct:
@@ -122,17 +120,11 @@ class MpiTransport(Transport):
                 send, recv = gb.staged_pair(g, self.comm.Send, self.comm.Recv,
                                             {id(inp): (hin, hin), id(out): (hout, hout)})
                 steps = fw.pair_steps(send, recv, inp, out, bytearray(1), peer, role, mode)
-        zeros = np.zeros(out_count, dtype)
-
-        def reset():
-            g.h2d(inp, values.astype(dtype))
-            g.h2d(out, zeros)
-
-        res = self._measure(op, nbytes, steps, iters, warmup, check=check, want=want, role=role,
-                            mode=mode, reset=reset, output=None, compare=lambda w: g.count_wrong(out, w))
-        res.extra = {"buffer": dict(self.buffer, **gb.copy_figures(g, down, up, iters, res.samples_us))
-                     if down else self.buffer, **g.info()}
-        return res
+        measure = lambda steps, **how: self._measure(  # noqa: E731
+            op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
+        return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=out, values=values,
+                                 dtype=dtype, out_count=out_count, down=down, up=up, iters=iters,
+                                 buffer=self.buffer)
 
     def _collective_step(self, op, inp, out, sync=None):
         c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size
