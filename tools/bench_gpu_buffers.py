@@ -24,8 +24,8 @@ from comm_bench.sizes import human_size
 
 # (transport, op, pattern): every host-side transport, a collective and a pair op where it has both
 CASES = [("mpi", "all_reduce", "collective"), ("mpi", "sendrecv", "pair"),
-         ("gloo", "all_reduce", "collective"), ("gloo", "all_gather", "collective"),
-         ("gloo", "sendrecv", "pair"), ("grpc", "sendrecv", "pair"), ("tcp", "sendrecv", "pair")]
+         ("gloo", "all_reduce", "collective"), ("gloo", "sendrecv", "pair"),
+         ("grpc", "sendrecv", "pair"), ("tcp", "sendrecv", "pair")]
 
 
 def sweep(cb, transport, op, pattern, buffer, args, out):
@@ -96,12 +96,16 @@ def main():
                     out = os.path.join(tmp, "r.json")
                     runs[case][kind].append(sweep(cb, *case, buffer, args, out))
                     print(f"round {rnd}: {' '.join(case)} {buffer} done ({time.time() - t0:.0f} s)", flush=True)
+            write(args, cases, runs, rnd + 1)     # each finished round: a whole table
+
+
+def write(args, cases, runs, rounds):
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()
     md = [f"# Host buffers beside GPU buffers ({args.lib}), {time.strftime('%Y-%m-%d', time.gmtime())}", "",
           f"Machine: {len(gpu)} x {gpu[0] if gpu else '?'}; 2 ranks, one GPU each. Command: "
           f"`python3 tools/bench_gpu_buffers.py {' '.join(sys.argv[1:])}`. Host and GPU sweeps alternate "
-          f"({args.rounds} round(s)); each figure is the median over rounds; -n {args.iters}.", "",
+          f"({rounds} round(s)); each figure is the median over rounds; -n {args.iters}.", "",
           "busbw: as every comm-bench record (staged GPU runs include the device<->host copies). "
           "d2h/h2d: the staging copies of one iteration, timed in their own pass (CUDA events); share = "
           "copies / the iteration's time. direct: the library read GPU memory itself.", ""]
@@ -113,7 +117,6 @@ def main():
         with open(args.json, "w") as f:
             json.dump({" ".join(c): runs[c] for c in cases}, f)
     print("\n".join(md))
-
 
 if __name__ == "__main__":
     main()
