@@ -157,3 +157,17 @@ def test_tcp_direct_is_refused(tmp_path):
                    "-o", tmp_path / "x.json", timeout=120)
     assert proc.returncode == 2 and "tcp sends from host memory only" in proc.stderr, proc.stderr
     assert_no_traceback(proc)
+
+
+@needs("cupy")
+@pytest.mark.parametrize("transport, args", [("mpi", ["--op", "all_reduce", "--pattern", "collective"]),
+                                             ("mpi", ["--op", "sendrecv", "--pattern", "pair"]),
+                                             ("gloo", ["--op", "all_gather", "--pattern", "collective"]),
+                                             ("tcp", []), ("grpc", [])])
+def test_gpu_check_counts_a_changed_element(tmp_path, transport, args):
+    """The checks compare what arrived on the GPU: one element changed there is counted."""
+    out = tmp_path / "r.json"
+    run_cli("sweep", "-t", transport, "--buffer", "cuda:cupy", *args, "--nprocs", "2", "-b", "4K", "-e", "4K",
+            "-n", "2", "-c", "1", "--no-progress", "-o", out, timeout=300, check_rc=0,
+            env={"COMM_BENCH_TEST_CORRUPT_CHECK": "1"})
+    assert [r["wrong"] > 0 for r in load_results(out)["results"]] == [True]
