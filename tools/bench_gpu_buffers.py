@@ -54,8 +54,18 @@ def table(case, host_runs, gpu_runs):
     def at(runs, size, get):
         return median([get(r) for run in runs for r in run if r["size"] == size])
 
-    def buf(key):
-        return lambda r: r["extra"]["buffer"].get(key)
+    def copy(key):
+        """One message's copy (d2h_us / h2d_us): the source's record, else the destination's
+        (a stream copies out at the source and in at the destination)."""
+        def get(r):
+            ex = r["extra"]
+            v = ex["buffer"].get(key)
+            return v if v is not None else ((ex.get("dst") or {}).get("buffer") or {}).get(key)
+        return get
+
+    def share(r):
+        copies = (copy("d2h_us")(r) or 0) + (copy("h2d_us")(r) or 0)
+        return copies / r["time_us"] if copies and r["time_us"] else None
 
     lines = ["| size | host busbw (GB/s) | GPU busbw (GB/s) | GPU / host | GPU path | d2h (us) | h2d (us) "
              "| copies' share of time |", "|---:|---:|---:|---:|---|---:|---:|---:|"]
@@ -63,11 +73,10 @@ def table(case, host_runs, gpu_runs):
         h = at(host_runs, size, lambda r: r["busbw"])
         g = at(gpu_runs, size, lambda r: r["busbw"])
         paths = sorted({r["extra"]["buffer"]["path"] for run in gpu_runs for r in run if r["size"] == size})
-        share = at(gpu_runs, size, buf("copy_share"))
+        sh = at(gpu_runs, size, share)
         lines.append(f"| {human_size(size)} | {fmt(h, '.3f')} | {fmt(g, '.3f')} | "
-                     f"{fmt(g / h if g and h else None)} | {'/'.join(paths)} | {fmt(at(gpu_runs, size, buf('d2h_us')))} | "
-                     f"{fmt(at(gpu_runs, size, buf('h2d_us')))} | "
-                     f"{'-' if share is None else f'{share * 100:.0f}%'} |")
+                     f"{fmt(g / h if g and h else None)} | {'/'.join(paths)} | {fmt(at(gpu_runs, size, copy('d2h_us')))} | "
+                     f"{fmt(at(gpu_runs, size, copy('h2d_us')))} | {'-' if not sh else f'{sh * 100:.0f}%'} |")
     return lines
 
 
@@ -107,8 +116,9 @@ def write(args, cases, runs, rounds):
           f"`python3 tools/bench_gpu_buffers.py {' '.join(sys.argv[1:])}`. Host and GPU sweeps alternate "
           f"({rounds} round(s)); each figure is the median over rounds; -n {args.iters}.", "",
           "busbw: as every comm-bench record (staged GPU runs include the device<->host copies). "
-          "d2h/h2d: the staging copies of one iteration, timed in their own pass (CUDA events); share = "
-          "copies / the iteration's time. direct: the library read GPU memory itself.", ""]
+          "d2h/h2d: the staging copies of one message or iteration (device -> host at the source, host -> "
+          "device at the destination), timed in their own pass (CUDA events); share = (d2h + h2d) / time. "
+          "direct: the library read GPU memory itself (no copies of ours).", ""]
     for case in cases:
         md += [f"## {case[0]} {case[1]} ({case[2]})", ""] + table(case, runs[case]["host"], runs[case]["gpu"]) + [""]
     with open(args.output, "w") as f:

@@ -395,31 +395,37 @@ def measure_on_gpu(g, measure, steps, *, inp, out, result, values, dtype, out_co
         return g.count_wrong(result, want)
 
     res = measure(steps, reset=reset, output=None, compare=compare)
-    if down:
+    if down or up:
         buffer = dict(buffer, **copy_figures(g, down, up, iters, res.samples_us))
     res.extra = {"buffer": buffer, **g.info()}
     return res
 
 
 def copy_figures(g, down, up, iters: int, samples_us: list) -> dict:
-    """The staging copies of one iteration, timed in a pass of their own: d2h_us and h2d_us
-    (per iteration, every buffer of `down` [(host, dev)] and `up` [(dev, host)]) and their
-    share of the iteration's time (the mean of `samples_us`; None where this rank kept none)."""
-    d2h = sum(g.copy_us("d2h", d, h, iters) for h, d in down)
-    h2d = sum(g.copy_us("h2d", d, h, iters) for d, h in up)
+    """The staging copies this rank makes in one iteration, timed in a pass of their own:
+    d2h_us (every buffer of `down` [(host, dev)]) where it copies out, h2d_us (`up` [(dev,
+    host)]) where it copies in, and their share of the iteration's time (the mean of
+    `samples_us`; None where this rank kept none: a pair's destination)."""
+    fig = {}
+    if down:
+        fig["d2h_us"] = sum(g.copy_us("d2h", d, h, iters) for h, d in down)
+    if up:
+        fig["h2d_us"] = sum(g.copy_us("h2d", d, h, iters) for d, h in up)
     mean = sum(samples_us) / len(samples_us) if samples_us else 0.0
-    return {"d2h_us": d2h, "h2d_us": h2d, "copy_share": (d2h + h2d) / mean if mean > 0 else None}
+    fig["copy_share"] = sum(fig.values()) / mean if mean > 0 else None
+    return fig
 
 
 # -- the data check of the byte transports (grpc, tcp): device -> pinned host -> wire -> ...
 def check_values(nbytes: int, esize: int, seed: int = 0):
     """(int64 values, their element type) of one checked message: the sendrecv fill plus a
-    per-message offset, as unsigned integers of the dtype's width (bits are what travel)."""
+    per-message offset, as integers of the dtype's width (bits are what travel; signed, which
+    every array library has)."""
     import numpy as np
 
     from .. import ops as ops_mod
     values = ops_mod.get("sendrecv").fill(0, 2, nbytes // esize) + seed % 251
-    return values, np.dtype(f"u{esize}")
+    return values, np.dtype(f"i{esize}")
 
 
 def outbound(g, values, np_dtype):

@@ -112,6 +112,7 @@ class GlooTransport(Transport):
                                        f"(collective pattern) on CUDA tensors, not {op}; use --gpu-path "
                                        "staged or auto")
         g = self.gpu
+        torch.cuda.set_device(g.dev)    # Gloo's CUDA ops and the tensors below: this rank's GPU
         inp, out = g.from_host(values.astype(dtype)), g.empty(out_count, dtype)
         t_in, t_out = (torch.as_tensor(a, device=f"cuda:{g.dev}") for a in (inp, out))
         in_place = peer is None and op in fw.IN_PLACE
@@ -130,6 +131,8 @@ class GlooTransport(Transport):
                                             {id(inp): (hin, h_in), id(out): (hout, h_out)})
                 steps = fw.pair_steps(send, recv, inp, out, torch.zeros(1, dtype=h_in.dtype), peer,
                                       role, mode)
+                if mode == "bw":    # a stream copies out at the source, in at the destination
+                    down, up = (down, []) if role == "src" else ([], up)
         measure = lambda steps, **how: self._measure(  # noqa: E731
             op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
         return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=result, values=values,

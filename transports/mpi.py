@@ -120,6 +120,8 @@ class MpiTransport(Transport):
                 send, recv = gb.staged_pair(g, self.comm.Send, self.comm.Recv,
                                             {id(inp): (hin, hin), id(out): (hout, hout)})
                 steps = fw.pair_steps(send, recv, inp, out, bytearray(1), peer, role, mode)
+                if mode == "bw":    # a stream copies out at the source, in at the destination
+                    down, up = (down, []) if role == "src" else ([], up)
         measure = lambda steps, **how: self._measure(  # noqa: E731
             op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
         return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=out, values=values,
