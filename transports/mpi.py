@@ -64,8 +64,9 @@ class MpiTransport(Transport):
             return
         aware, how = cuda_aware_in_rank()
         if o["gpu_path"] == "direct" and not aware:
-            raise TransportUnavailable(f"rank {ctx.rank}: --gpu-path direct: this MPI is not CUDA-aware "
-                                       f"({how}); use --gpu-path staged (or auto)")
+            raise TransportUnavailable(f"rank {ctx.rank}: --gpu-path direct: this MPI is not "
+                                       f"{'known to be ' if aware is None else ''}CUDA-aware ({how}); "
+                                       "use --gpu-path staged (or auto)")
         self.direct = bool(aware) and o["gpu_path"] != "staged"
         self.gpu = gb.open_buffers(lib, ctx, o["gpu"])
         self.buffer = gb.describe(lib, "direct" if self.direct else "staged", cuda_aware=aware,
