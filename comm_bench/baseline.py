@@ -1,7 +1,7 @@
 """`validate --baseline OLD.json`: a figure that got worse than the baseline run's by
 more than a tolerance is a finding (kind "regression").
 
-Compared per op, mode and size (medians over pairs, comm_bench.compare.summarise):
+Compared per op, mode, size and buffer kind (medians over pairs, comm_bench.compare.summarise):
 busbw of bw-mode records at sizes of at least the rules' min_size (small sizes measure
 latency, not the link), and the median one-way latency of --mode lat records at every
 size.
@@ -21,8 +21,8 @@ def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M"):
     now, old = summarise(doc), summarise(base)
     floor = parse_size(min_size)
     findings, compared = [], 0
-    for key in sorted(set(now) & set(old), key=lambda k: (str(k[0]), k[1], k[2])):
-        op, mode, size = key
+    for key in sorted(set(now) & set(old), key=lambda k: (str(k[0]), k[1], k[2], k[3])):
+        op, mode, size, _buffer = key
         figure = "busbw" if mode == "bw" else "p50_us"
         if mode == "bw" and size < floor:
             continue

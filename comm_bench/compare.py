@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from .records import measured_gbs
+from .records import buffer_label, measured_gbs
 from .sizes import human_size
 
 FIGURES = ("busbw", "p50_us", "p99_us")
@@ -22,11 +22,13 @@ def _lat(rec, key):
 
 
 def summarise(doc):
-    """{(op, mode, size): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records"}}"""
+    """{(op, mode, size, buffer): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records"}}:
+    host and GPU-buffer records (records.buffer_label) never share a row."""
     groups = {}
     for rec in doc.get("results") or []:
         if isinstance(rec, dict) and isinstance(rec.get("size"), int):
-            groups.setdefault((rec.get("op"), rec.get("mode", "bw"), rec["size"]), []).append(rec)
+            groups.setdefault((rec.get("op"), rec.get("mode", "bw"), rec["size"], buffer_label(rec)),
+                              []).append(rec)
     out = {}
     for key, recs in groups.items():
         def med(values):
@@ -49,12 +51,12 @@ def compare(named_docs):
     """[(name, doc)] -> {"runs": [{name, transport, world_size}], "rows": [{op, mode, size,
     runs: [figures or None], change: [{figure: relative change vs the first run}]}]}"""
     sums = [summarise(doc) for _, doc in named_docs]
-    keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2]))
+    keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
     rows = []
     for key in keys:
         figs = [s.get(key) for s in sums]
         base = figs[0]
-        rows.append({"op": key[0], "mode": key[1], "size": key[2], "runs": figs,
+        rows.append({"op": key[0], "mode": key[1], "size": key[2], "buffer": key[3], "runs": figs,
                      "change": [None if f is None or base is None else
                                 {k: change(f[k], base[k]) for k in FIGURES} for f in figs[1:]]})
     runs = [{"name": name, "transport": doc.get("transport"), "world_size": doc.get("world_size")}
@@ -79,7 +81,8 @@ def header_cells(names):
 
 def row_cells(row, specs=(".3f", ".2f", ".2f")):
     """One row as text cells, in header_cells' order (specs: busbw, p50, p99)."""
-    out = [str(row["op"]), row["mode"], human_size(row["size"])]
+    buffer = row.get("buffer", "host")
+    out = [str(row["op"]) + ("" if buffer == "host" else f" [{buffer}]"), row["mode"], human_size(row["size"])]
     for i, f in enumerate(row["runs"]):
         out += [_num((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
         if i:

@@ -81,6 +81,19 @@ def _no_gpu_reason() -> str:
     return "none visible through NVML (install nvidia-ml-py, check the driver)"
 
 
+def buffers():
+    """--buffer kinds of the host-side transports (mpi, gloo, grpc, tcp), and CUDA-aware MPI."""
+    from .transports._gpu_buffers import buffer_kinds
+    from .transports._mpi_cuda import cuda_aware_before_init
+
+    for kind, ok, why in buffer_kinds():
+        yield f"--buffer {kind}", ok, ("available" if kind == "host" else
+                                       f"GPU buffers through {kind[5:]}") if ok else why
+    aware, how = cuda_aware_before_init()
+    yield ("CUDA-aware MPI (mpi --buffer cuda, direct path)", bool(aware),
+           how + ("" if aware else ": GPU buffers are staged through pinned host memory"))
+
+
 def transports():
     from .registry import transports as all_transports
 
@@ -92,6 +105,6 @@ def transports():
 def all_checks() -> list:
     checks = []
     for group, gen in (("build", native_parts), ("libraries", libraries), ("devices", devices),
-                       ("transports", transports)):
+                       ("buffers", buffers), ("transports", transports)):
         checks += [{"group": group, "name": n, "ok": ok, "detail": d} for n, ok, d in gen()]
     return checks

@@ -35,6 +35,8 @@ def make(results, out, by="rank", op=None, interactive=False):
     doc = load_results(results) if isinstance(results, str) else results
     if isinstance(results, dict):
         check_document(doc)
+    from .records import one_buffer
+    one_buffer(doc, "heatmap")      # one cell is one link measured one way
     data = build(doc, by=by, op=op)
     try:
         if ext == ".png":

@@ -15,6 +15,28 @@ def number(v):
     return float(v) if math.isfinite(v) else None
 
 
+def buffer_label(rec) -> str:
+    """Where a record's buffers lived and how they travelled: "host", or "cuda:LIB/direct" or
+    "cuda:LIB/staged" (extra.buffer, transports/_gpu_buffers.py). Records with different
+    labels measure different paths: no reader merges or compares them as one link."""
+    buf = (rec.get("extra") or {}).get("buffer") if isinstance(rec.get("extra"), dict) else None
+    if not isinstance(buf, dict) or buf.get("kind", "host") == "host":
+        return "host"
+    return f"{buf.get('kind')}:{buf.get('library')}/{buf.get('path')}"
+
+
+def one_buffer(doc, what: str) -> str:
+    """The one buffer label of a document's records, or UsageError where it mixes several
+    (a hand-merged file: a link is judged from one path at a time)."""
+    from .errors import UsageError
+
+    labels = sorted({buffer_label(r) for r in doc.get("results") or [] if isinstance(r, dict)})
+    if len(labels) > 1:
+        raise UsageError(f"{what}: the records were measured with different buffers ({', '.join(labels)}); "
+                         "a link is judged from one kind at a time: keep one sweep's records per file")
+    return labels[0] if labels else "host"
+
+
 def measured_gbs(rec):
     """The pair bandwidth of a record (busbw, else algbw), or None. Per direction: a
     bidirectional record (peer_bidir, rdma --bidir) carries its src->dst direction there

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from .html_base import e, page
+from .records import buffer_label
 
 MATRIX_COLOURS = {"X": "#eeeeee", "PIX": "#c8e6c9", "PXB": "#dcedc8", "PHB": "#fff9c4",
                   "NODE": "#ffe0b2", "SYS": "#ffcdd2", "N/A": "#f5f5f5"}
@@ -140,10 +141,11 @@ def _results_tables(doc):
     recs = [r for r in doc.get("results") or [] if isinstance(r, dict)]
     groups = {}
     for r in recs:
-        groups.setdefault((r.get("transport"), r.get("op"), r.get("mode", "bw"), r.get("pattern")), []).append(r)
+        groups.setdefault((r.get("transport"), r.get("op"), r.get("mode", "bw"), r.get("pattern"),
+                           buffer_label(r)), []).append(r)
     out = []
-    for (tr, op, mode, pat), rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        out.append(f"<h3>{e(tr)} {e(op)} ({e(mode)}, {e(pat)})</h3>")
+    for (tr, op, mode, pat, buf), rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        out.append(f"<h3>{e(tr)} {e(op)} ({e(mode)}, {e(pat)}{'' if buf == 'host' else ', buffer ' + e(buf)})</h3>")
         by_size = {}
         for r in rs:
             by_size.setdefault(r.get("size"), []).append(r)

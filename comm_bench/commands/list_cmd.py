@@ -21,13 +21,23 @@ def not_run(cls) -> list:
     return out
 
 
+def buffer_kinds(cls) -> list:
+    """The --buffer kinds a transport takes, each with whether it works here and why not."""
+    if not any(o.flag == "--buffer" for o in cls.options):
+        return []
+    from ..transports._gpu_buffers import buffer_kinds as kinds
+
+    return [{"buffer": k, "available": ok, "why": why} for k, ok, why in kinds()]
+
+
 def transport_table() -> list:
     rows = []
     for name, cls in registry.transports().items():
         ok, why = cls.probe()
         rows.append({"transport": name, "available": ok, "why": why, "description": cls.description,
                      "ops": list(cls.ops), "patterns": list(cls.patterns), "modes": list(cls.modes),
-                     "options": [o.flag for o in cls.options], "not_run": not_run(cls)})
+                     "options": [o.flag for o in cls.options], "not_run": not_run(cls),
+                     "buffers": buffer_kinds(cls)})
     return rows
 
 
@@ -49,6 +59,10 @@ def list_transports(as_json):
             click.echo(f"{'':<11} options: {' '.join(r['options'])}")
         for line in runs_lines(r):
             click.echo(f"{'':<11} {line}")
+        if r["buffers"]:
+            here = [b["buffer"] for b in r["buffers"] if b["available"]]
+            click.echo(f"{'':<11} --buffer: {', '.join(here)}" + "".join(
+                f"; not {b['buffer']}: {b['why']}" for b in r["buffers"] if not b["available"]))
 
 
 def runs_lines(r) -> list:

@@ -10,6 +10,7 @@ import click
 
 from .. import export, table
 from ..errors import UsageError
+from ..records import buffer_label
 from ..results import load
 
 
@@ -44,9 +45,10 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
     else:
         print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
               f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
-        for op, mode in dict.fromkeys((r["op"], r.get("mode", "bw")) for r in records):
-            rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode]
-            print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else ""))
+        for op, mode, buf in dict.fromkeys((r["op"], r.get("mode", "bw"), buffer_label(r)) for r in records):
+            rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode and buffer_label(r) == buf]
+            print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else "") +
+                  (f", buffer {buf}" if buf != "host" else ""))
             iters = [r["iters"] for r in rows if isinstance(r.get("iters"), int)]
             note = table.tail_note(min(iters), mode) if iters else None
             if note:

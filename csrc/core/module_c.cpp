@@ -36,5 +36,15 @@ PYBIND11_MODULE(_C, m) {
           us = self.pingpong(peer, nbytes, iters, warmup, initiator, check, &wrong);
         }
         return py::make_tuple(us, wrong);
-      });
+      })
+      .def("send_bytes", [](TcpMesh& self, int peer, py::buffer buf) {
+        py::buffer_info info = buf.request();
+        py::gil_scoped_release release;
+        self.send_bytes(peer, static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize));
+      }, "send a whole C-contiguous buffer to peer (untimed)")
+      .def("recv_bytes", [](TcpMesh& self, int peer, py::buffer buf) {
+        py::buffer_info info = buf.request(true);
+        py::gil_scoped_release release;
+        self.recv_bytes(peer, static_cast<char*>(info.ptr), size_t(info.size * info.itemsize));
+      }, "receive exactly len(buffer) bytes from peer into a writable buffer (untimed)");
 }

@@ -30,6 +30,10 @@ class TcpMesh {
   // Ping-pong; the initiator returns per-iteration round trips (us; the record halves them).
   std::vector<double> pingpong(int peer, size_t nbytes, int iters, int warmup, bool initiator,
                                bool check, int64_t* wrong);
+  // One untimed message from / into caller memory (a GPU buffer's pinned host mirror in
+  // the staged data check of transports/tcp.py).
+  void send_bytes(int peer, const char* buf, size_t n) { send_all(peer, buf, n, "data check"); }
+  void recv_bytes(int peer, char* buf, size_t n) { recv_all(peer, buf, n, "data check"); }
 
  private:
   int fd_for(int peer) const;

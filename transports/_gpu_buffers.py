@@ -1,0 +1,472 @@
+"""GPU buffers for the host-side transports (mpi, gloo, grpc, tcp): `--buffer cuda[:LIB]`.
+
+One rank per GPU (cuda.pick_gpu). The array library (CuPy, Numba or torch) allocates the
+rank's send/receive buffers on its GPU; a transport either hands them to its library
+directly (CUDA-aware MPI, Gloo's CUDA collectives) or stages them through pinned host
+memory: device -> pinned host -> wire -> pinned host -> device. Every record says which
+(extra.buffer). The staging copies are also timed in a pass of their own (CUDA events
+around `iters` copies, as the GPU transports time), so a record shows the share of its
+time spent in device/host copies. Data checks compare on the GPU.
+
+Imports of CuPy, Numba and torch happen here only when asked for: importing comm_bench
+never needs them.
+"""
+from __future__ import annotations
+
+import functools
+
+from .base import TEST_CORRUPT_CHECK, Option, TransportUnavailable
+
+LIBRARIES = ("cupy", "torch", "numba")      # `--buffer cuda` takes the first that works here
+BUFFER_OPTION = Option(
+    "--buffer", str, "host",
+    "where this rank's buffers live: host, or cuda[:cupy|:numba|:torch] (its GPU, allocated by "
+    "that array library; cuda alone: the first of cupy, torch, numba that works here)",
+    choices=("host", "cuda") + tuple(f"cuda:{lib}" for lib in LIBRARIES))
+GPU_PATH_OPTION = Option(
+    "--gpu-path", str, "auto",
+    "GPU buffers: direct (the library reads GPU memory), staged (through pinned host memory) "
+    "or auto (direct where the library supports it, else staged)",
+    choices=("auto", "direct", "staged"))
+OPTIONS = (BUFFER_OPTION, GPU_PATH_OPTION)
+HOST = {"kind": "host"}
+
+
+@functools.lru_cache(maxsize=None)
+def library_status(lib: str) -> tuple:
+    """(ok, why not): `lib` imports and sees a CUDA GPU. Never raises."""
+    try:
+        if lib == "cupy":
+            import cupy
+            n = cupy.cuda.runtime.getDeviceCount()
+        elif lib == "torch":
+            import torch
+            n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        else:
+            from numba import cuda
+            n = len(cuda.gpus) if cuda.is_available() else 0
+    except ImportError:
+        return False, f"{lib} is not installed (pip install {'cupy-cuda12x or cupy-cuda13x' if lib == 'cupy' else lib})"
+    except Exception as exc:  # noqa: BLE001 - a driver or runtime error means "no GPU through it"
+        return False, f"{lib} sees no CUDA GPU ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    return (True, "") if n else (False, f"{lib} sees no CUDA GPU (a CPU build, or no GPU/driver here)")
+
+
+def buffer_kinds() -> list:
+    """[(kind, ok, why not)] for `list` and `doctor`: host, then each cuda:LIB."""
+    return [("host", True, "")] + [(f"cuda:{lib}", *library_status(lib)) for lib in LIBRARIES]
+
+
+def library_for(buffer: str, prefer=LIBRARIES) -> str | None:
+    """The array library `--buffer` asks for (None: host), or TransportUnavailable (one line)."""
+    if not buffer or buffer == "host":
+        return None
+    if ":" in buffer:
+        lib = buffer.split(":", 1)[1]
+        ok, why = library_status(lib)
+        if not ok:
+            raise TransportUnavailable(f"--buffer {buffer}: {why}")
+        return lib
+    whys = []
+    for lib in prefer:
+        ok, why = library_status(lib)
+        if ok:
+            return lib
+        whys.append(why)
+    raise TransportUnavailable(f"--buffer cuda: no GPU array library works here ({'; '.join(whys)})")
+
+
+def check_options(options: dict, prefer=LIBRARIES) -> str | None:
+    """Before any rank starts: the array library --buffer asks for (None: host), refusing a
+    library that does not work here and a --gpu with host buffers (one line, exit 2)."""
+    lib = library_for(options.get("buffer"), prefer)
+    gpu = options.get("gpu")
+    if lib is None and gpu is not None and int(gpu) >= 0:
+        raise TransportUnavailable(f"--gpu {gpu} picks the GPU of --buffer cuda; with --buffer host "
+                                   "there is none to pick")
+    return lib
+
+
+def describe(lib: str | None, path: str, **more) -> dict:
+    """extra.buffer of a record: kind, array library, direct or staged (+ what decided it)."""
+    return dict(HOST) if lib is None else {"kind": "cuda", "library": lib, "path": path, **more}
+
+
+def open_buffers(lib: str, ctx, requested_gpu):
+    """This rank's GPU (one per rank) through `lib`'s adapter."""
+    from .cuda import pick_gpu
+
+    adapter = {"cupy": _Cupy, "torch": _Torch, "numba": _Numba}[lib]
+    return adapter(pick_gpu(ctx, requested_gpu, adapter.count()))
+
+
+class _Adapter:
+    """The few things a transport does with GPU arrays, for one library. Arrays are 1-D."""
+    lib = ""
+
+    def __init__(self, dev: int):
+        self.dev = dev
+
+    def info(self) -> dict:
+        return {"device": f"cuda:{self.dev}", "buffer_library": self.lib}
+
+    def current(self):
+        """A context that makes this GPU current in the calling thread (a server thread)."""
+        raise NotImplementedError
+
+    def from_host(self, host):
+        """A device copy of the numpy array `host` (untimed: data fill)."""
+        raise NotImplementedError
+
+    def empty(self, count: int, np_dtype):
+        raise NotImplementedError
+
+    def pinned(self, count: int, np_dtype):
+        """A numpy array over page-locked host memory."""
+        raise NotImplementedError
+
+    def _copy(self, direction, dev, host, stream=None):
+        """One copy (d2h or h2d) of min(dev, host) bytes: synchronous with stream=None, else
+        queued on `stream` (the library's own stream object, or True for torch's current)."""
+        raise NotImplementedError
+
+    def d2h(self, host, dev):
+        """host[:] = dev, finished on return."""
+        self._copy("d2h", dev, host)
+
+    def h2d(self, dev, host):
+        """dev[:] = host, finished on return."""
+        self._copy("h2d", dev, host)
+        self.sync()
+
+    def sync(self):
+        raise NotImplementedError
+
+    def copy_us(self, direction: str, dev, host, iters: int) -> float:
+        """Mean time (us) of one `direction` ("d2h"/"h2d") copy: two events around `iters`
+        asynchronous copies on one stream (nothing else runs there in between)."""
+        raise NotImplementedError
+
+    def count_wrong(self, got, want) -> int:
+        """Elements of the device array `got` (first want.size) that differ from the int64
+        numpy `want` cast like the data: compared on the GPU."""
+        raise NotImplementedError
+
+
+class _Cupy(_Adapter):
+    lib = "cupy"
+
+    @staticmethod
+    def count():
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+
+    def __init__(self, dev):
+        import cupy
+        import cupyx
+        super().__init__(dev)
+        self.cp, self.cpx = cupy, cupyx
+        cupy.cuda.Device(dev).use()
+
+    def current(self):
+        return self.cp.cuda.Device(self.dev)
+
+    def from_host(self, host):
+        a = self.cp.asarray(host)
+        self.sync()
+        return a
+
+    def empty(self, count, np_dtype):
+        return self.cp.zeros(count, dtype=np_dtype)
+
+    def pinned(self, count, np_dtype):
+        return self.cpx.zeros_pinned(count, dtype=np_dtype)
+
+    def _copy(self, direction, dev, host, stream=None):
+        rt = self.cp.cuda.runtime
+        n = min(dev.nbytes, host.nbytes)
+        if direction == "d2h":
+            args = (host.ctypes.data, dev.data.ptr, n, rt.memcpyDeviceToHost)
+        else:
+            args = (dev.data.ptr, host.ctypes.data, n, rt.memcpyHostToDevice)
+        if stream is None:
+            rt.memcpy(*args)
+        else:
+            rt.memcpyAsync(*args, stream.ptr)
+
+    def sync(self):
+        self.cp.cuda.Device(self.dev).synchronize()
+
+    def copy_us(self, direction, dev, host, iters):
+        s = self.cp.cuda.Stream(non_blocking=True)
+        e0, e1 = self.cp.cuda.Event(), self.cp.cuda.Event()
+        self._copy(direction, dev, host, s)          # one untimed copy first
+        e0.record(s)
+        for _ in range(iters):
+            self._copy(direction, dev, host, s)
+        e1.record(s)
+        e1.synchronize()
+        return self.cp.cuda.get_elapsed_time(e0, e1) * 1e3 / iters
+
+    def count_wrong(self, got, want):
+        w = self.cp.asarray(want).astype(got.dtype)
+        return int((got.reshape(-1)[: w.size] != w).sum())
+
+
+class _Torch(_Adapter):
+    lib = "torch"
+
+    @staticmethod
+    def count():
+        import torch
+        return torch.cuda.device_count()
+
+    def __init__(self, dev):
+        import torch
+        super().__init__(dev)
+        self.torch = torch
+        torch.cuda.set_device(dev)
+        self.device = torch.device("cuda", dev)
+
+    def current(self):
+        return self.torch.cuda.device(self.dev)
+
+    def _t(self, host):
+        return self.torch.from_numpy(host)
+
+    def from_host(self, host):
+        t = self._t(host).to(self.device)
+        self.sync()
+        return t
+
+    def empty(self, count, np_dtype):
+        import numpy as np
+        return self._t(np.zeros(0, np_dtype)).new_zeros(count, device=self.device)
+
+    def pinned(self, count, np_dtype):
+        import numpy as np
+        nbytes = count * np.dtype(np_dtype).itemsize
+        t = self.torch.zeros(nbytes, dtype=self.torch.uint8).pin_memory()
+        return t.numpy().view(np_dtype)     # the numpy view keeps the pinned tensor alive
+
+    def _copy(self, direction, dev, host, non_blocking=None):
+        non_blocking = bool(non_blocking)
+        d = dev.reshape(-1).view(self.torch.uint8)
+        h = self._t(host.reshape(-1).view("uint8"))
+        n = min(d.numel(), h.numel())
+        if direction == "d2h":
+            h[:n].copy_(d[:n], non_blocking=non_blocking)
+        else:
+            d[:n].copy_(h[:n], non_blocking=non_blocking)
+
+    def sync(self):
+        self.torch.cuda.synchronize(self.device)
+
+    def copy_us(self, direction, dev, host, iters):
+        torch = self.torch
+        s = torch.cuda.Stream(self.device)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(s):
+            self._copy(direction, dev, host, True)
+            e0.record(s)
+            for _ in range(iters):
+                self._copy(direction, dev, host, True)
+            e1.record(s)
+        e1.synchronize()
+        return e0.elapsed_time(e1) * 1e3 / iters
+
+    def count_wrong(self, got, want):
+        w = self._t(want).to(self.device).to(got.dtype)
+        return int((got.reshape(-1)[: w.numel()] != w).sum().item())
+
+
+class _Numba(_Adapter):
+    lib = "numba"
+
+    @staticmethod
+    def count():
+        from numba import cuda
+        return len(cuda.gpus)
+
+    def __init__(self, dev):
+        from numba import cuda
+        super().__init__(dev)
+        self.cuda = cuda
+        cuda.select_device(dev)
+
+    def current(self):
+        return self.cuda.gpus[self.dev]
+
+    def from_host(self, host):
+        return self.cuda.to_device(host)
+
+    def empty(self, count, np_dtype):
+        import numpy as np
+        return self.cuda.to_device(np.zeros(count, np_dtype))
+
+    def pinned(self, count, np_dtype):
+        return self.cuda.pinned_array(count, dtype=np_dtype)
+
+    def _copy(self, direction, dev, host, stream=None):
+        stream = stream or 0
+        n = min(dev.size, host.size)
+        d, h = dev[:n], host[:n]
+        if direction == "d2h":
+            d.copy_to_host(h, stream=stream)
+        else:
+            d.copy_to_device(h, stream=stream)
+
+    def sync(self):
+        self.cuda.synchronize()
+
+    def copy_us(self, direction, dev, host, iters):
+        cuda = self.cuda
+        s = cuda.stream()
+        e0, e1 = cuda.event(), cuda.event()     # timing on by default
+        self._copy(direction, dev, host, s)
+        e0.record(s)
+        for _ in range(iters):
+            self._copy(direction, dev, host, s)
+        e1.record(s)
+        e1.synchronize()
+        return e0.elapsed_time(e1) * 1e3 / iters
+
+    def count_wrong(self, got, want):
+        import numpy as np
+        w = want.astype(got.dtype)
+        bits = np.dtype(f"u{w.itemsize}")   # compare bit patterns: one kernel for every dtype
+        out = self.cuda.to_device(np.zeros(1, np.int64))
+        n = w.size
+        if n:
+            from ._numba_kernels import count_mismatches
+            count_mismatches[(n + 255) // 256, 256](got[:n].view(bits), self.cuda.to_device(w.view(bits)), out)
+        return int(out.copy_to_host()[0])
+
+
+def staged_step(g, host_step, down, up):
+    """One iteration of the staged path: the device->host copies `down` [(host, dev)], the
+    library's own call on host memory, the host->device copies `up` [(dev, host)]."""
+    def step():
+        for h, d in down:
+            g.d2h(h, d)
+        host_step()
+        for d, h in up:
+            g.h2d(d, h)
+    return step
+
+
+def staged_pair(g, send, recv, mirrors: dict):
+    """A library's blocking send(buf, peer) / recv(buf, peer) on device buffers, staged
+    through their host mirrors (id(device array) -> (numpy host array, what the library
+    takes)); other buffers (a host acknowledgement) pass through."""
+    def s(buf, peer):
+        m = mirrors.get(id(buf))
+        if m is not None:
+            g.d2h(m[0], buf)
+        send(buf if m is None else m[1], peer)
+
+    def r(buf, peer):
+        m = mirrors.get(id(buf))
+        recv(buf if m is None else m[1], peer)
+        if m is not None:
+            g.h2d(buf, m[0])
+    return s, r
+
+
+def measure_on_gpu(g, measure, steps, *, inp, out, result, values, dtype, out_count, down, up,
+                   iters, buffer):
+    """A framework transport's measurement on device buffers: `measure(steps, reset=, output=,
+    compare=)` (its fw.measure) with the check's fresh data uploaded and the result compared
+    on the GPU; a staged run's copies are timed after it (extra.buffer)."""
+    import numpy as np
+
+    zeros = np.zeros(out_count, dtype)
+
+    def reset():
+        g.h2d(inp, values.astype(dtype))
+        g.h2d(out, zeros)
+
+    def compare(want):
+        if TEST_CORRUPT_CHECK and want.size:      # the test hook of base.py, on the device data
+            host = g.pinned(want.size, dtype)
+            g.d2h(host, result)
+            host[want.size // 2] += 1
+            g.h2d(result, host)
+        return g.count_wrong(result, want)
+
+    res = measure(steps, reset=reset, output=None, compare=compare)
+    if down or up:
+        buffer = dict(buffer, **copy_figures(g, down, up, iters, res.samples_us))
+    res.extra = {"buffer": buffer, **g.info()}
+    return res
+
+
+def copy_figures(g, down, up, iters: int, samples_us: list) -> dict:
+    """The staging copies this rank makes in one iteration, timed in a pass of their own:
+    d2h_us (every buffer of `down` [(host, dev)]) where it copies out, h2d_us (`up` [(dev,
+    host)]) where it copies in, and their share of the iteration's time (the mean of
+    `samples_us`; None where this rank kept none: a pair's destination)."""
+    fig = {}
+    if down:
+        fig["d2h_us"] = sum(g.copy_us("d2h", d, h, iters) for h, d in down)
+    if up:
+        fig["h2d_us"] = sum(g.copy_us("h2d", d, h, iters) for d, h in up)
+    mean = sum(samples_us) / len(samples_us) if samples_us else 0.0
+    fig["copy_share"] = sum(fig.values()) / mean if mean > 0 else None
+    return fig
+
+
+# -- the data check of the byte transports (grpc, tcp): device -> pinned host -> wire -> ...
+def check_values(nbytes: int, esize: int, seed: int = 0):
+    """(int64 values, their element type) of one checked message: the sendrecv fill plus a
+    per-message offset, as integers of the dtype's width (bits are what travel; signed, which
+    every array library has)."""
+    import numpy as np
+
+    from .. import ops as ops_mod
+    values = ops_mod.get("sendrecv").fill(0, 2, nbytes // esize) + seed % 251
+    return values, np.dtype(f"i{esize}")
+
+
+def outbound(g, values, np_dtype):
+    """The message as it leaves: built on the GPU, copied to pinned host memory."""
+    host = g.pinned(values.size, np_dtype)
+    g.d2h(host, g.from_host(values.astype(np_dtype)))
+    return host
+
+
+def inbound_wrong(g, got, values, np_dtype) -> int:
+    """Wrong elements of an arrived message (bytes-like or a pinned array): copied to the
+    GPU and compared there; a message of the wrong length is wrong in every element."""
+    import numpy as np
+
+    raw = np.frombuffer(got, np.uint8)
+    if raw.size != values.size * np_dtype.itemsize:
+        return max(1, values.size)
+    host = g.pinned(values.size, np_dtype)
+    host.view(np.uint8)[:] = raw
+    if TEST_CORRUPT_CHECK and raw.size:           # the test hook of base.py
+        host.view(np.uint8)[raw.size // 2] ^= 0x5A
+    dev = g.empty(values.size, np_dtype)
+    g.h2d(dev, host)
+    return g.count_wrong(dev, values)
+
+
+def staged_samples(g, samples_us: list, nbytes: int, iters: int, round_trip: bool) -> tuple:
+    """A byte transport's wire samples with the staging copies added (samples, extra.buffer
+    figures): device -> host before and host -> device after every message, both timed on
+    this rank's GPU in a pass of their own (CUDA events around `iters` copies), added to each
+    wire sample (twice to a round trip: one staged message each way). Serial staging, as a
+    program that copies, sends, receives and copies does it."""
+    import numpy as np
+
+    dev, host = g.empty(max(nbytes, 1), np.uint8), g.pinned(max(nbytes, 1), np.uint8)
+    d2h, h2d = g.copy_us("d2h", dev, host, iters), g.copy_us("h2d", dev, host, iters)
+    legs = 2 if round_trip else 1
+    wire = sum(samples_us) / len(samples_us) / legs if samples_us else 0.0
+    one_way = wire + d2h + h2d
+    return ([s + legs * (d2h + h2d) for s in samples_us],
+            {"d2h_us": d2h, "h2d_us": h2d, "wire_us": wire,
+             "copy_share": (d2h + h2d) / one_way if one_way > 0 else None,
+             "timing": "wire samples from the transport's own loop + the d2h and h2d copy times "
+                       "of their own pass (CUDA events), per message"})
