@@ -257,6 +257,10 @@ def test_check_under_launchers(tmp_path, launcher):
     ("rank0_jitter_with_6pct_host", ["bad-host", "bad-pair"]),
     # the toggling host of test_netns_diagnose: unsteady in 8 of 8 alternations
     ("intermittent_host", ["bad-host", "unstable-host"]),
+    # the same test in CI on a loaded machine: unsteady in 8 of 8 and its repeats 2.1x apart
+    # (references 1.15x), but the references' own jitter put the u + d ratio at 1.34 < 1.4,
+    # and it read only "bad-host"
+    ("intermittent_host_loaded_ci", ["bad-host", "unstable-host"]),
 ])
 def test_instability_needs_most_alternations(name, kinds):
     """Recorded runs: instability is a finding only where it shows in at least half of the
