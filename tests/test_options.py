@@ -23,6 +23,7 @@ from cbtest import assert_no_traceback, load_results, run_cli
     (["-t", "tcp", "--buffer", "gpu"], "--buffer 'gpu': choose one of host, cuda, cuda:cupy, cuda:torch, cuda:numba"),
     (["-t", "gloo", "--gpu-path", "fast"], "--gpu-path 'fast': choose one of auto, direct, staged"),
     (["-t", "gloo", "--gpu", "1"], "--gpu 1 picks the GPU of --buffer cuda; with --buffer host there is none to pick"),
+    (["-t", "mpi", "--gpu-path", "direct"], "--gpu-path direct says how GPU buffers travel; with --buffer host there are none"),
 ])
 def test_bad_option_is_one_line_before_any_rank(tmp_path, args, message):
     out = tmp_path / "r.json"

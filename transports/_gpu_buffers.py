@@ -78,12 +78,16 @@ def library_for(buffer: str, prefer=LIBRARIES) -> str | None:
 
 def check_options(options: dict, prefer=LIBRARIES) -> str | None:
     """Before any rank starts: the array library --buffer asks for (None: host), refusing a
-    library that does not work here and a --gpu with host buffers (one line, exit 2)."""
+    library that does not work here, and a --gpu or --gpu-path with host buffers, which would
+    be silently ignored (one line, exit 2)."""
     lib = library_for(options.get("buffer"), prefer)
-    gpu = options.get("gpu")
+    gpu, path = options.get("gpu"), options.get("gpu_path")
     if lib is None and gpu is not None and int(gpu) >= 0:
         raise TransportUnavailable(f"--gpu {gpu} picks the GPU of --buffer cuda; with --buffer host "
                                    "there is none to pick")
+    if lib is None and path not in (None, "auto"):
+        raise TransportUnavailable(f"--gpu-path {path} says how GPU buffers travel; with --buffer host "
+                                   "there are none")
     return lib
 
 
