@@ -30,6 +30,8 @@ GPU_PATH_OPTION = Option(
     choices=("auto", "direct", "staged"))
 OPTIONS = (BUFFER_OPTION, GPU_PATH_OPTION)
 HOST = {"kind": "host"}
+STAGED_ONLY = ("--gpu-path direct: {name} sends from host memory only, so GPU buffers are staged "
+               "through pinned host memory: use --gpu-path staged or auto")
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,6 +91,18 @@ def check_options(options: dict, prefer=LIBRARIES) -> str | None:
         raise TransportUnavailable(f"--gpu-path {path} says how GPU buffers travel; with --buffer host "
                                    "there are none")
     return lib
+
+
+def check_staged_only(options: dict, name: str) -> None:
+    """check_options of a transport that only stages (tcp, grpc): a direct path is refused."""
+    if check_options(options) and options.get("gpu_path") == "direct":
+        raise TransportUnavailable(STAGED_ONLY.format(name=name))
+
+
+def open_for(ctx, options: dict, prefer=LIBRARIES) -> tuple:
+    """In a rank's setup: (array library or None for host buffers, its adapter or None)."""
+    lib = library_for(options["buffer"], prefer)
+    return lib, (open_buffers(lib, ctx, options["gpu"]) if lib else None)
 
 
 def describe(lib: str | None, path: str, **more) -> dict:
@@ -347,6 +361,19 @@ class _Numba(_Adapter):
         return int(out.copy_to_host()[0])
 
 
+def staged_pair_steps(g, send, recv, inp, out, mirrors: dict, ack, peer, role, mode, down, up):
+    """A framework transport's pair steps on device buffers staged through host mirrors
+    (staged_pair, _framework.pair_steps), and the copies this rank makes in them: a bw
+    stream copies out at the source and in at the destination. (steps, down, up)"""
+    from . import _framework as fw
+
+    s, r = staged_pair(g, send, recv, mirrors)
+    steps = fw.pair_steps(s, r, inp, out, ack, peer, role, mode)
+    if mode == "bw":
+        down, up = (down, []) if role == "src" else ([], up)
+    return steps, down, up
+
+
 def staged_step(g, host_step, down, up):
     """One iteration of the staged path: the device->host copies `down` [(host, dev)], the
     library's own call on host memory, the host->device copies `up` [(dev, host)]."""
@@ -454,6 +481,16 @@ def inbound_wrong(g, got, values, np_dtype) -> int:
     dev = g.empty(values.size, np_dtype)
     g.h2d(dev, host)
     return g.count_wrong(dev, values)
+
+
+def byte_transport_buffer(lib, g, res, nbytes: int, iters: int) -> dict:
+    """extra.buffer of a byte transport's (tcp, grpc) record; with GPU buffers the staging
+    copies are added to res.samples_us (staged_samples) and their figures recorded."""
+    buffer = describe(lib, "staged" if g is not None else "host")
+    if g is not None:
+        res.samples_us, figures = staged_samples(g, res.samples_us, nbytes, iters, res.round_trip)
+        buffer.update(figures)
+    return buffer
 
 
 def staged_samples(g, samples_us: list, nbytes: int, iters: int, round_trip: bool) -> tuple:

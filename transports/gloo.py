@@ -18,6 +18,7 @@ from . import _gpu_buffers as gb
 from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
 GLOO_CUDA_OPS = ("all_reduce", "broadcast")   # what torch's Gloo backend runs on CUDA tensors
+GPU_LIBRARIES = ("torch", "cupy", "numba")     # `--buffer cuda` takes torch first: Gloo's own
 
 
 class GlooTransport(Transport):
@@ -33,7 +34,7 @@ class GlooTransport(Transport):
 
     @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
-        gb.check_options(options, prefer=("torch", "cupy", "numba"))
+        gb.check_options(options, prefer=GPU_LIBRARIES)
 
     @classmethod
     def probe(cls):
@@ -62,11 +63,8 @@ class GlooTransport(Transport):
             raise TransportError(f"rank {ctx.rank}: Gloo could not connect: {str(exc).splitlines()[0]}") from None
         self.dist = dist
         o = self.resolve_options(ctx.options)
-        lib = gb.check_options(o, prefer=("torch", "cupy", "numba"))
-        self.gpu, self.path = None, o["gpu_path"]
-        if lib is not None:
-            self.gpu = gb.open_buffers(lib, ctx, o["gpu"])
-        self.lib = lib
+        self.lib, self.gpu = gb.open_for(ctx, o, prefer=GPU_LIBRARIES)
+        self.path = o["gpu_path"]
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
@@ -127,12 +125,9 @@ class GlooTransport(Transport):
             if peer is None:
                 steps = (gb.staged_step(g, self._collective_step(op, h_in, h_out), down, up), None)
             else:
-                send, recv = gb.staged_pair(g, self.dist.send, self.dist.recv,
-                                            {id(inp): (hin, h_in), id(out): (hout, h_out)})
-                steps = fw.pair_steps(send, recv, inp, out, torch.zeros(1, dtype=h_in.dtype), peer,
-                                      role, mode)
-                if mode == "bw":    # a stream copies out at the source, in at the destination
-                    down, up = (down, []) if role == "src" else ([], up)
+                steps, down, up = gb.staged_pair_steps(
+                    g, self.dist.send, self.dist.recv, inp, out, {id(inp): (hin, h_in), id(out): (hout, h_out)},
+                    torch.zeros(1, dtype=h_in.dtype), peer, role, mode, down, up)
         measure = lambda steps, **how: self._measure(  # noqa: E731
             op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
         return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=result, values=values,

@@ -71,7 +71,6 @@ from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
 from . import _gpu_buffers as gb
 from ._grpc_payload import ACK, count_wrong, message_seed, pattern
 from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
-from .tcp import STAGED_ONLY
 
 SERVICE = "commbench.Bench"
 _SLACK = 64 * 1024                   # head room over the largest message (gRPC framing)
@@ -170,8 +169,7 @@ class GrpcTransport(Transport):
     @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
         cls()._read_options(options, max_bytes)
-        if gb.check_options(options) and options.get("gpu_path") == "direct":
-            raise TransportUnavailable(STAGED_ONLY.format(name=cls.name))
+        gb.check_staged_only(options, cls.name)
 
     def _read_options(self, options: dict, max_bytes: int) -> None:
         o = options or {}
@@ -232,9 +230,7 @@ class GrpcTransport(Transport):
     def setup(self, ctx: RankContext) -> None:
         self.ctx = ctx
         self._read_options(ctx.options, ctx.max_bytes)
-        o = self.resolve_options(ctx.options)
-        self.lib = gb.library_for(o["buffer"])
-        self.gpu = gb.open_buffers(self.lib, ctx, o["gpu"]) if self.lib else None
+        self.lib, self.gpu = gb.open_for(ctx, self.resolve_options(ctx.options))
         grpc = _import_grpc()
         self._grpc = grpc
         self._compression = {"none": grpc.Compression.NoCompression,
@@ -475,12 +471,7 @@ class GrpcTransport(Transport):
         except self._grpc.RpcError as exc:
             raise self._error(exc, peer, stub["target"], f"{op}/{mode} at {nbytes} bytes") from None
         res.wrong += wrong
-        buffer = gb.describe(self.lib, "staged" if self.gpu is not None else "host")
-        if self.gpu is not None:
-            res.samples_us, figures = gb.staged_samples(self.gpu, res.samples_us, nbytes, iters,
-                                                        res.round_trip)
-            buffer.update(figures)
-        res.extra = dict(res.extra, buffer=buffer)
+        res.extra = dict(res.extra, buffer=gb.byte_transport_buffer(self.lib, self.gpu, res, nbytes, iters))
         return res
 
     def _serve_wait(self, peer: int, op: str) -> RunResult:

@@ -118,11 +118,9 @@ class MpiTransport(Transport):
             if peer is None:
                 steps = (gb.staged_step(g, self._collective_step(op, hin, hout), down, up), None)
             else:
-                send, recv = gb.staged_pair(g, self.comm.Send, self.comm.Recv,
-                                            {id(inp): (hin, hin), id(out): (hout, hout)})
-                steps = fw.pair_steps(send, recv, inp, out, bytearray(1), peer, role, mode)
-                if mode == "bw":    # a stream copies out at the source, in at the destination
-                    down, up = (down, []) if role == "src" else ([], up)
+                steps, down, up = gb.staged_pair_steps(
+                    g, self.comm.Send, self.comm.Recv, inp, out, {id(inp): (hin, hin), id(out): (hout, hout)},
+                    bytearray(1), peer, role, mode, down, up)
         measure = lambda steps, **how: self._measure(  # noqa: E731
             op, nbytes, steps, iters, warmup, check=check, want=want, role=role, mode=mode, **how)
         return gb.measure_on_gpu(g, measure, steps, inp=inp, out=out, result=out, values=values,

@@ -15,11 +15,7 @@ from __future__ import annotations
 
 from .. import ops as ops_mod
 from . import _gpu_buffers as gb
-from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
-
-STAGED_ONLY = ("--gpu-path direct: {name} sends from host memory only, so GPU buffers are staged "
-               "through pinned host memory: use --gpu-path staged or auto")
-
+from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError
 
 class TcpTransport(Transport):
     name = "tcp"
@@ -40,16 +36,13 @@ class TcpTransport(Transport):
 
     @classmethod
     def check_options(cls, options: dict, max_bytes: int) -> None:
-        if gb.check_options(options) and options.get("gpu_path") == "direct":
-            raise TransportUnavailable(STAGED_ONLY.format(name=cls.name))
+        gb.check_staged_only(options, cls.name)
 
     def setup(self, ctx: RankContext) -> None:
         from .._native import require
 
         self.ctx = ctx
-        o = self.resolve_options(ctx.options)
-        self.lib = gb.library_for(o["buffer"])
-        self.gpu = gb.open_buffers(self.lib, ctx, o["gpu"]) if self.lib else None
+        self.lib, self.gpu = gb.open_for(ctx, self.resolve_options(ctx.options))
         C = require("_C")
         try:
             self.mesh = C.TcpMesh(ctx.rank, ctx.addr, 0, ctx.timeout, ctx.max_bytes)
@@ -79,12 +72,7 @@ class TcpTransport(Transport):
             raise TransportError(str(exc)) from None
         if role == "dst":
             return res
-        buffer = gb.describe(self.lib, "staged" if on_gpu else "host")
-        if on_gpu:
-            res.samples_us, figures = gb.staged_samples(self.gpu, res.samples_us, nbytes, iters,
-                                                        res.round_trip)
-            buffer.update(figures)
-        res.extra = {"buffer": buffer}
+        res.extra = {"buffer": gb.byte_transport_buffer(self.lib, self.gpu, res, nbytes, iters)}
         return res
 
     def _gpu_check(self, peer, nbytes, esize, sender) -> int:
