@@ -254,8 +254,8 @@ class Bench:
         nosync_mean, nosync_max = self.mean_max(nosync_s)
         out = {"step_s": step_max, "nosync_step_s": nosync_max,
                "exposed_comm_s": max(0.0, step_max - compute_s),
-               "sync_minus_nosync_s": max(0.0, step_max - nosync_max),
-               "comm_cost_s": max(0.0, step_max - nosync_max)}   # FSDP replaces it (solo step)
+               "sync_minus_nosync_s": max(0.0, step_max - nosync_max)}
+        out["comm_cost_s"] = out["sync_minus_nosync_s"]    # DDP's; FSDP replaces it (solo step)
         if comm is not None:
             cm, cx = self.mean_max(comm[0])
             out.update(comm_kernel_s=cm, comm_kernel_max_s=cx, comm_kernel_min_s=comm[1])

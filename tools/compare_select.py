@@ -85,11 +85,12 @@ def rows(bench, selections):
             kernels = None if kernels is None else kernels * half
             # a launch-blocking run's steps are not training steps, its kernels are the transfer
             cost = None if blocking else m.get("comm_cost_s")
+            meas = cost if cost is not None else kernels
             out.append({"params": case["params"], "strategy": strat, "world_size": bench["world_size"],
                         "serialize": bool(bench.get("serialize")),
-                        "pred_comm_s": c["comm_s"], "meas_comm_s": cost if cost is not None else kernels,
+                        "pred_comm_s": c["comm_s"], "meas_comm_s": meas,
                         "meas_comm_from": "steps" if cost is not None else "kernels",
-                        "err_comm": rel(c["comm_s"], cost if cost is not None else kernels),
+                        "err_comm": rel(c["comm_s"], meas),
                         "meas_kernel_s": kernels, "err_kernel": rel(c["comm_s"], kernels),
                         "meas_kernel_mean_s": m["comm_kernel_s"] * half if "comm_kernel_s" in m else None,
                         "kernel_scale": half,

@@ -68,8 +68,6 @@ def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
                                         kw["intra_node_gbs"], kw["inter_node_gbs"])
         print_model(rows, cluster, as_json)
         return
-    if kw["overlap"] is None:
-        del kw["overlap"]             # the library's default (select/predict.py DEFAULT_OVERLAP)
     res = run(results, headroom=mem_headroom, **kw)
     if html_out:
         from ..select.html import render

@@ -49,14 +49,11 @@ def check_numbers(**values):
 
 
 def compute_per_microbatch(w, cluster, step_time=None, gpu_tflops=None, mfu=None):
-    """(seconds of one micro-batch forward + backward of the whole model on one GPU, note)."""
+    """(seconds of one micro-batch forward + backward of the whole model on one GPU, note).
+    step_time and mfu are in range (check_numbers)."""
     if step_time is not None:
-        if step_time <= 0:
-            raise UsageError("--step-time must be > 0")
         return step_time, f"--step-time {step_time:g} s per micro-batch (given)"
     mfu = DEFAULT_MFU if mfu is None else mfu
-    if not 0 < mfu <= 1:
-        raise UsageError("--mfu must be in (0, 1]")
     if gpu_tflops:
         peak, src = gpu_tflops, "--gpu-tflops"
     elif cluster.get("peak_tflops"):

@@ -116,10 +116,7 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     if recompute not in RECOMPUTE:
         raise UsageError(f"unknown --recompute {recompute!r} ({', '.join(RECOMPUTE)})")
     w["recompute"] = recompute if w["kind"] == "transformer" else "none"
-    for k in ("micro_batch", "seq_len"):
-        if w[k] is not None and w[k] <= 0:
-            raise UsageError(f"--{k.replace('_', '-')} must be > 0")
-    return w
+    return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
 def flops_per_sample(w):
