@@ -160,15 +160,39 @@ def test_tcp_direct_is_refused(tmp_path):
     assert_no_traceback(proc)
 
 
-@needs("cupy")
-@pytest.mark.parametrize("transport, args", [("mpi", ["--op", "all_reduce", "--pattern", "collective"]),
-                                             ("mpi", ["--op", "sendrecv", "--pattern", "pair"]),
-                                             ("gloo", ["--op", "all_gather", "--pattern", "collective"]),
-                                             ("tcp", []), ("grpc", [])])
-def test_gpu_check_counts_a_changed_element(tmp_path, transport, args):
+@pytest.mark.parametrize("lib, transport, args", [
+    pytest.param("cupy", "mpi", ["--op", "all_reduce", "--pattern", "collective"], marks=needs("cupy")),
+    pytest.param("cupy", "mpi", ["--op", "sendrecv", "--pattern", "pair"], marks=needs("cupy")),
+    pytest.param("cupy", "gloo", ["--op", "all_gather", "--pattern", "collective"], marks=needs("cupy")),
+    pytest.param("cupy", "tcp", [], marks=needs("cupy")),
+    pytest.param("cupy", "grpc", [], marks=needs("cupy")),
+    pytest.param("numba", "mpi", ["--op", "reduce_scatter", "--pattern", "collective"], marks=needs("numba")),
+    pytest.param("numba", "tcp", [], marks=needs("numba")),
+    pytest.param("torch", "gloo", ["--op", "sendrecv", "--pattern", "pair"], marks=needs("torch"))])
+def test_gpu_check_counts_a_changed_element(tmp_path, lib, transport, args):
     """The checks compare what arrived on the GPU: one element changed there is counted."""
     out = tmp_path / "r.json"
-    run_cli("sweep", "-t", transport, "--buffer", "cuda:cupy", *args, "--nprocs", "2", "-b", "4K", "-e", "4K",
+    run_cli("sweep", "-t", transport, "--buffer", f"cuda:{lib}", *args, "--nprocs", "2", "-b", "4K", "-e", "4K",
             "-n", "2", "-c", "1", "--no-progress", "-o", out, timeout=300, check_rc=0,
             env={"COMM_BENCH_TEST_CORRUPT_CHECK": "1"})
     assert [r["wrong"] > 0 for r in load_results(out)["results"]] == [True]
+
+
+@needs("numba")
+@pytest.mark.parametrize("np_dtype", ["uint8", "float16", "float32", "int64"])
+def test_numba_compare_counts_each_changed_element(np_dtype):
+    """comm_bench._cuda.count_unequal (the Numba arrays' check): 0 on equal data, and exactly
+    the elements changed, at the ends and in the middle, for every element width."""
+    import numpy as np
+
+    from comm_bench.transports._gpu_buffers import _Numba
+
+    g = _Numba(0)
+    want = np.arange(100_003) % 251
+    got = g.from_host(want.astype(np_dtype))
+    assert g.count_wrong(got, want) == 0
+    bad = want.astype(np_dtype)
+    for i in (0, 50_000, 100_002):
+        bad[i] += 1
+    assert g.count_wrong(g.from_host(bad), want) == 3
+    assert g.count_wrong(g.from_host(bad), want[:50_000]) == 1      # only the first want.size compared

@@ -2,7 +2,7 @@
 """Host buffers beside GPU buffers, same transports, same run (docs/benchmarks/gpu-buffers.md).
 
 For each transport/op, a host-buffer sweep and a GPU-buffer sweep (--buffer cuda:LIB) of
-the same sizes, alternating host, GPU, host, GPU... (--rounds), 2 ranks on 2 GPUs; each
+the same sizes, alternating host, GPU, GPU, host... (--rounds), 2 ranks on 2 GPUs; each
 figure is the median over the rounds. Writes a markdown table: busbw with host and with GPU
 buffers, the GPU run's path (direct / staged) and, for staged runs, the device<->host copy
 times per iteration and their share of the iteration's time (extra.buffer).
@@ -64,19 +64,42 @@ def table(case, host_runs, gpu_runs):
         return get
 
     def share(r):
-        copies = (copy("d2h_us")(r) or 0) + (copy("h2d_us")(r) or 0)
-        return copies / r["time_us"] if copies and r["time_us"] else None
+        """The records' own copy_share: each rank's copies over its own iteration time (a
+        stream's source copies out while its destination copies in: "source / destination")."""
+        mine = r["extra"]["buffer"].get("copy_share")
+        dst = ((r["extra"].get("dst") or {}).get("buffer") or {}).get("copy_share")
+        return (mine, dst)
 
-    lines = ["| size | host busbw (GB/s) | GPU busbw (GB/s) | GPU / host | GPU path | d2h (us) | h2d (us) "
-             "| copies' share of time |", "|---:|---:|---:|---:|---|---:|---:|---:|"]
+    def share_text(size):
+        pairs = [share(r) for run in gpu_runs for r in run if r["size"] == size]
+        src, dst = median([p[0] for p in pairs]), median([p[1] for p in pairs])
+        pct = lambda v: "-" if v is None else f"{v * 100:.0f}%"     # noqa: E731
+        return pct(src) if dst is None else f"{pct(src)} / {pct(dst)}"
+
+    def wire_only(r):
+        """A byte transport's (tcp, grpc) GPU record without its staging copies: the busbw of
+        the same run's wire loop alone (its time is that loop's samples + d2h + h2d)."""
+        b = r["extra"]["buffer"]
+        if b.get("wire_us") is None or not r["time_us"]:
+            return None
+        return r["busbw"] * r["time_us"] / (r["time_us"] - b["d2h_us"] - b["h2d_us"])
+
+    def spread(runs, size):
+        """min-max of the rounds' busbw: a GPU / host ratio inside the overlap is noise."""
+        v = [r["busbw"] for run in runs for r in run if r["size"] == size]
+        return f"{min(v):.3f}-{max(v):.3f}" if len(v) > 1 else "-"
+
+    lines = ["| size | host busbw (GB/s) | host rounds | GPU busbw (GB/s) | GPU rounds | GPU run's wire alone (GB/s) | GPU / host | GPU path "
+             "| d2h (us) | h2d (us) | copies' share of each rank's time |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for size in sizes:
         h = at(host_runs, size, lambda r: r["busbw"])
         g = at(gpu_runs, size, lambda r: r["busbw"])
         paths = sorted({r["extra"]["buffer"]["path"] for run in gpu_runs for r in run if r["size"] == size})
-        sh = at(gpu_runs, size, share)
-        lines.append(f"| {human_size(size)} | {fmt(h, '.3f')} | {fmt(g, '.3f')} | "
+        lines.append(f"| {human_size(size)} | {fmt(h, '.3f')} | {spread(host_runs, size)} | {fmt(g, '.3f')} | "
+                     f"{spread(gpu_runs, size)} | {fmt(at(gpu_runs, size, wire_only), '.3f')} | "
                      f"{fmt(g / h if g and h else None)} | {'/'.join(paths)} | {fmt(at(gpu_runs, size, copy('d2h_us')))} | "
-                     f"{fmt(at(gpu_runs, size, copy('h2d_us')))} | {'-' if not sh else f'{sh * 100:.0f}%'} |")
+                     f"{fmt(at(gpu_runs, size, copy('h2d_us')))} | {share_text(size)} |")
     return lines
 
 
@@ -101,7 +124,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for rnd in range(args.rounds):
             for case in cases:
-                for kind, buffer in (("host", "host"), ("gpu", f"cuda:{args.lib}")):
+                kinds = (("host", "host"), ("gpu", f"cuda:{args.lib}"))
+                for kind, buffer in kinds[::1 if rnd % 2 == 0 else -1]:   # ABBA: neither always goes first
                     out = os.path.join(tmp, "r.json")
                     runs[case][kind].append(sweep(cb, *case, buffer, args, out))
                     print(f"round {rnd}: {' '.join(case)} {buffer} done ({time.time() - t0:.0f} s)", flush=True)
@@ -113,11 +137,13 @@ def write(args, cases, runs, rounds):
                          text=True).stdout.strip().splitlines()
     md = [f"# Host buffers beside GPU buffers ({args.lib}), {time.strftime('%Y-%m-%d', time.gmtime())}", "",
           f"Machine: {len(gpu)} x {gpu[0] if gpu else '?'}; 2 ranks, one GPU each. Command: "
-          f"`python3 tools/bench_gpu_buffers.py {' '.join(sys.argv[1:])}`. Host and GPU sweeps alternate "
-          f"({rounds} round(s)); each figure is the median over rounds; -n {args.iters}.", "",
+          f"`python3 tools/bench_gpu_buffers.py {' '.join(sys.argv[1:])}`. Host and GPU sweeps alternate, "
+          f"host first in even rounds, GPU first in odd ones ({rounds} round(s)); each figure is the median over rounds; -n {args.iters}.", "",
           "busbw: as every comm-bench record (staged GPU runs include the device<->host copies). "
           "d2h/h2d: the staging copies of one message or iteration (device -> host at the source, host -> "
-          "device at the destination), timed in their own pass (CUDA events); share = (d2h + h2d) / time. "
+          "device at the destination), timed in their own pass as the staged loop makes them (each issued and "
+          "waited for, host clock); share: each rank's own copies over its own iteration time (a stream: source / destination). tcp/grpc: the GPU record's time is its own wire "
+          "loop + d2h + h2d (the wire alone in its own column). "
           "direct: the library read GPU memory itself (no copies of ours).", ""]
     for case in cases:
         md += [f"## {case[0]} {case[1]} ({case[2]})", ""] + table(case, runs[case]["host"], runs[case]["gpu"]) + [""]

@@ -4,9 +4,9 @@ One rank per GPU (cuda.pick_gpu). The array library (CuPy, Numba or torch) alloc
 rank's send/receive buffers on its GPU; a transport either hands them to its library
 directly (CUDA-aware MPI, Gloo's CUDA collectives) or stages them through pinned host
 memory: device -> pinned host -> wire -> pinned host -> device. Every record says which
-(extra.buffer). The staging copies are also timed in a pass of their own (CUDA events
-around `iters` copies, as the GPU transports time), so a record shows the share of its
-time spent in device/host copies. Data checks compare on the GPU.
+(extra.buffer). The staging copies are also timed in a pass of their own (each copy issued
+and waited for, as the staged loop makes it, on the host's clock), so a record shows the
+share of its time spent in device/host copies. Data checks compare on the GPU.
 
 Imports of CuPy, Numba and torch happen here only when asked for: importing comm_bench
 never needs them.
@@ -14,6 +14,7 @@ never needs them.
 from __future__ import annotations
 
 import functools
+import time
 
 from .base import TEST_CORRUPT_CHECK, Option, TransportUnavailable
 
@@ -47,6 +48,9 @@ def library_status(lib: str) -> tuple:
         else:
             from numba import cuda
             n = len(cuda.gpus) if cuda.is_available() else 0
+            from .._native import load
+            if n and load("_cuda")[0] is None:   # its kernel checks Numba arrays (count_wrong)
+                return False, f"numba buffers need comm_bench._cuda: {load('_cuda')[1]}"
     except ImportError:
         return False, f"{lib} is not installed (pip install {'cupy-cuda12x or cupy-cuda13x' if lib == 'cupy' else lib})"
     except Exception as exc:  # noqa: BLE001 - a driver or runtime error means "no GPU through it"
@@ -143,9 +147,8 @@ class _Adapter:
         """A numpy array over page-locked host memory."""
         raise NotImplementedError
 
-    def _copy(self, direction, dev, host, stream=None):
-        """One copy (d2h or h2d) of min(dev, host) bytes: synchronous with stream=None, else
-        queued on `stream` (the library's own stream object, or True for torch's current)."""
+    def _copy(self, direction, dev, host):
+        """One synchronous copy (d2h or h2d) of min(dev, host) bytes."""
         raise NotImplementedError
 
     def d2h(self, host, dev):
@@ -161,9 +164,20 @@ class _Adapter:
         raise NotImplementedError
 
     def copy_us(self, direction: str, dev, host, iters: int) -> float:
-        """Mean time (us) of one `direction` ("d2h"/"h2d") copy: two events around `iters`
-        asynchronous copies on one stream (nothing else runs there in between)."""
-        raise NotImplementedError
+        """Time (us) of one `direction` ("d2h"/"h2d") copy made as the staged path makes it
+        (d2h / h2d: issued and waited for, one at a time), on the host's clock: the copy plus
+        its launch and wait, which is what a staged iteration pays. The median of at least 20
+        copies after an untimed one: a short -n must not let one slow call stand for all."""
+        import statistics
+
+        copy, args = (self.d2h, (host, dev)) if direction == "d2h" else (self.h2d, (dev, host))
+        copy(*args)
+        times = []
+        for _ in range(max(iters, 20)):
+            t0 = time.perf_counter_ns()
+            copy(*args)
+            times.append(time.perf_counter_ns() - t0)
+        return statistics.median(times) / 1e3
 
     def count_wrong(self, got, want) -> int:
         """Elements of the device array `got` (first want.size) that differ from the int64
@@ -200,31 +214,17 @@ class _Cupy(_Adapter):
     def pinned(self, count, np_dtype):
         return self.cpx.zeros_pinned(count, dtype=np_dtype)
 
-    def _copy(self, direction, dev, host, stream=None):
+    def _copy(self, direction, dev, host):
         rt = self.cp.cuda.runtime
         n = min(dev.nbytes, host.nbytes)
         if direction == "d2h":
             args = (host.ctypes.data, dev.data.ptr, n, rt.memcpyDeviceToHost)
         else:
             args = (dev.data.ptr, host.ctypes.data, n, rt.memcpyHostToDevice)
-        if stream is None:
-            rt.memcpy(*args)
-        else:
-            rt.memcpyAsync(*args, stream.ptr)
+        rt.memcpy(*args)
 
     def sync(self):
         self.cp.cuda.Device(self.dev).synchronize()
-
-    def copy_us(self, direction, dev, host, iters):
-        s = self.cp.cuda.Stream(non_blocking=True)
-        e0, e1 = self.cp.cuda.Event(), self.cp.cuda.Event()
-        self._copy(direction, dev, host, s)          # one untimed copy first
-        e0.record(s)
-        for _ in range(iters):
-            self._copy(direction, dev, host, s)
-        e1.record(s)
-        e1.synchronize()
-        return self.cp.cuda.get_elapsed_time(e0, e1) * 1e3 / iters
 
     def count_wrong(self, got, want):
         w = self.cp.asarray(want).astype(got.dtype)
@@ -267,31 +267,17 @@ class _Torch(_Adapter):
         t = self.torch.zeros(nbytes, dtype=self.torch.uint8).pin_memory()
         return t.numpy().view(np_dtype)     # the numpy view keeps the pinned tensor alive
 
-    def _copy(self, direction, dev, host, non_blocking=None):
-        non_blocking = bool(non_blocking)
+    def _copy(self, direction, dev, host):
         d = dev.reshape(-1).view(self.torch.uint8)
         h = self._t(host.reshape(-1).view("uint8"))
         n = min(d.numel(), h.numel())
         if direction == "d2h":
-            h[:n].copy_(d[:n], non_blocking=non_blocking)
+            h[:n].copy_(d[:n])
         else:
-            d[:n].copy_(h[:n], non_blocking=non_blocking)
+            d[:n].copy_(h[:n])
 
     def sync(self):
         self.torch.cuda.synchronize(self.device)
-
-    def copy_us(self, direction, dev, host, iters):
-        torch = self.torch
-        s = torch.cuda.Stream(self.device)
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(s):
-            self._copy(direction, dev, host, True)
-            e0.record(s)
-            for _ in range(iters):
-                self._copy(direction, dev, host, True)
-            e1.record(s)
-        e1.synchronize()
-        return e0.elapsed_time(e1) * 1e3 / iters
 
     def count_wrong(self, got, want):
         w = self._t(want).to(self.device).to(got.dtype)
@@ -325,40 +311,33 @@ class _Numba(_Adapter):
     def pinned(self, count, np_dtype):
         return self.cuda.pinned_array(count, dtype=np_dtype)
 
-    def _copy(self, direction, dev, host, stream=None):
-        stream = stream or 0
-        n = min(dev.size, host.size)
-        d, h = dev[:n], host[:n]
+    def _copy(self, direction, dev, host):
+        n = min(dev.size, host.size)     # slice only where needed: a Numba slice costs ~10 us
+        d, h = (dev, host) if dev.size == host.size else (dev[:n], host[:n])
         if direction == "d2h":
-            d.copy_to_host(h, stream=stream)
+            d.copy_to_host(h)
         else:
-            d.copy_to_device(h, stream=stream)
+            d.copy_to_device(h)
 
     def sync(self):
         self.cuda.synchronize()
 
-    def copy_us(self, direction, dev, host, iters):
-        cuda = self.cuda
-        s = cuda.stream()
-        e0, e1 = cuda.event(), cuda.event()     # timing on by default
-        self._copy(direction, dev, host, s)
-        e0.record(s)
-        for _ in range(iters):
-            self._copy(direction, dev, host, s)
-        e1.record(s)
-        e1.synchronize()
-        return e0.elapsed_time(e1) * 1e3 / iters
-
     def count_wrong(self, got, want):
-        import numpy as np
+        """Compared on the GPU by comm-bench's own kernel (comm_bench._cuda.count_unequal), not
+        a Numba JIT kernel: Numba arrays have no element-wise compare, and Numba's JIT breaks
+        where numba-cuda and numpy disagree (the H200 machine's: np.row_stack is gone)."""
+        from .._native import require
         w = want.astype(got.dtype)
-        bits = np.dtype(f"u{w.itemsize}")   # compare bit patterns: one kernel for every dtype
-        out = self.cuda.to_device(np.zeros(1, np.int64))
         n = w.size
-        if n:
-            from ._numba_kernels import count_mismatches
-            count_mismatches[(n + 255) // 256, 256](got[:n].view(bits), self.cuda.to_device(w.view(bits)), out)
-        return int(out.copy_to_host()[0])
+        if not n:
+            return 0
+        ref = self.cuda.to_device(w)
+        return int(require("_cuda").count_unequal(self.dev, _address(got), _address(ref), n, w.itemsize))
+
+
+def _address(dev_array) -> int:
+    """The device address of a Numba array's first element (__cuda_array_interface__)."""
+    return dev_array.__cuda_array_interface__["data"][0]
 
 
 def staged_pair_steps(g, send, recv, inp, out, mirrors: dict, ack, peer, role, mode, down, up):
@@ -495,8 +474,8 @@ def byte_transport_buffer(lib, g, res, nbytes: int, iters: int) -> dict:
 
 def staged_samples(g, samples_us: list, nbytes: int, iters: int, round_trip: bool) -> tuple:
     """A byte transport's wire samples with the staging copies added (samples, extra.buffer
-    figures): device -> host before and host -> device after every message, both timed on
-    this rank's GPU in a pass of their own (CUDA events around `iters` copies), added to each
+    figures): device -> host before and host -> device after every message, both timed in a
+    pass of their own (Adapter.copy_us: each copy issued and waited for), added to each
     wire sample (twice to a round trip: one staged message each way). Serial staging, as a
     program that copies, sends, receives and copies does it."""
     import numpy as np
@@ -510,4 +489,4 @@ def staged_samples(g, samples_us: list, nbytes: int, iters: int, round_trip: boo
             {"d2h_us": d2h, "h2d_us": h2d, "wire_us": wire,
              "copy_share": (d2h + h2d) / one_way if one_way > 0 else None,
              "timing": "wire samples from the transport's own loop + the d2h and h2d copy times "
-                       "of their own pass (CUDA events), per message"})
+                       "of their own pass (each issued and waited for, host clock), per message"})

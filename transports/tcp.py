@@ -6,7 +6,7 @@ lat: ping-pong; the samples are round trips (the record reports half).
 
 GPU buffers (--buffer cuda[:LIB]) are staged: device -> pinned host -> wire -> pinned host
 -> device. The wire loop stays the C++ one, untouched; the two copies are timed in a pass
-of their own with CUDA events and added to each wire sample (_gpu_buffers.staged_samples),
+of their own (each issued and waited for) and added to each wire sample (_gpu_buffers.staged_samples),
 so no Python and no CUDA call enters the C++ loop, and the record shows the wire and the
 copies apart (extra.buffer). -c sends one message from the GPU to the peer's GPU and
 compares it there.

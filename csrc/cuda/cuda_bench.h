@@ -31,6 +31,11 @@ int driver_version();
 int runtime_version();
 bool can_access_peer(int dev, int peer);
 int numa_node_count();
+// Elements (elem_size bytes: 1, 2, 4 or 8) among the `count` at a and at b, device memory of
+// `dev`, whose bits differ: the GPU-side data check of array libraries that have no
+// element-wise compare of their own (Numba, whose JIT is not needed for it). On the legacy
+// default stream, so it follows the caller's copies; returns when the count is read back.
+uint64_t count_unequal(int dev, uintptr_t a, uintptr_t b, size_t count, int elem_size);
 
 struct CopyResult {
   double mean_us = 0;              // pass 1: events around `iters` copies / iters

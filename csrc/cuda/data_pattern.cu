@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda_bench.h"
 #include "cuda_util.cuh"
 
 namespace cb {
@@ -46,6 +47,46 @@ __global__ void check_pattern_kernel(const uint8_t* p, size_t n, uint64_t seed,
     local += p[i] != pattern_byte(i, seed);
   }
   if (local) atomicAdd(wrong, local);
+}
+
+template <typename T>
+__global__ void count_unequal_kernel(const T* a, const T* b, size_t n, unsigned long long* wrong) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    local += a[i] != b[i];
+  if (local) atomicAdd(wrong, local);
+}
+
+template <typename T>
+static void launch_count_unequal(uintptr_t a, uintptr_t b, size_t n, unsigned long long* wrong) {
+  count_unequal_kernel<T><<<grid_for(n, 256, 4096), 256>>>(reinterpret_cast<const T*>(a),
+                                                           reinterpret_cast<const T*>(b), n, wrong);
+}
+
+uint64_t count_unequal(int dev, uintptr_t a, uintptr_t b, size_t count, int elem_size) {
+  if (!count) return 0;
+  CB_CUDA(cudaSetDevice(dev), "selecting the GPU of the data check");
+  unsigned long long* wrong = nullptr;
+  CB_CUDA(cudaMalloc(&wrong, sizeof(*wrong)), "allocating the check counter");
+  unsigned long long host = 0;
+  try {
+    CB_CUDA(cudaMemset(wrong, 0, sizeof(*wrong)), "clearing the check counter");
+    switch (elem_size) {
+      case 1: launch_count_unequal<uint8_t>(a, b, count, wrong); break;
+      case 2: launch_count_unequal<uint16_t>(a, b, count, wrong); break;
+      case 4: launch_count_unequal<uint32_t>(a, b, count, wrong); break;
+      case 8: launch_count_unequal<uint64_t>(a, b, count, wrong); break;
+      default: throw Error("count_unequal: element size " + std::to_string(elem_size) + " (1, 2, 4 or 8)");
+    }
+    CB_LAUNCHED("launching the element compare kernel");
+    CB_CUDA(cudaMemcpy(&host, wrong, sizeof(host), cudaMemcpyDeviceToHost), "reading the check counter");
+  } catch (...) {
+    cudaFree(wrong);
+    throw;
+  }
+  cudaFree(wrong);
+  return host;
 }
 
 // pattern helpers

@@ -44,6 +44,9 @@ PYBIND11_MODULE(_cuda, m) {
   m.def("can_access_peer", &can_access_peer, py::arg("device"), py::arg("peer"));
   m.def("numa_node_count", &numa_node_count);
   m.def("dtype_size", &dtype_size);
+  m.def("count_unequal", &count_unequal, py::arg("device"), py::arg("a"), py::arg("b"), py::arg("count"),
+        py::arg("elem_size"), py::call_guard<py::gil_scoped_release>(),
+        "elements whose bits differ between device arrays at addresses a and b (Numba's -c check)");
 
   py::class_<CopyBench>(m, "CopyBench")
       .def(py::init<int, int>(), py::arg("device"), py::arg("numa_node") = -1,
