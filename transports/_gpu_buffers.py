@@ -328,11 +328,12 @@ class _Numba(_Adapter):
         where numba-cuda and numpy disagree (the H200 machine's: np.row_stack is gone)."""
         from .._native import require
         w = want.astype(got.dtype)
-        n = w.size
+        n = min(w.size, got.size)      # the kernel reads n elements of each: never past `got`
+        missing = w.size - n           # elements that did not arrive are wrong
         if not n:
-            return 0
-        ref = self.cuda.to_device(w)
-        return int(require("_cuda").count_unequal(self.dev, _address(got), _address(ref), n, w.itemsize))
+            return missing
+        ref = self.cuda.to_device(w[:n])
+        return missing + int(require("_cuda").count_unequal(self.dev, _address(got), _address(ref), n, w.itemsize))
 
 
 def _address(dev_array) -> int:
