@@ -387,6 +387,9 @@ def main(argv=None):
                       f"(min over ranks {s.get('comm_kernel_min_s', float('nan')) * 1e3:.2f} ms), "
                       f"comm cost {s['comm_cost_s'] * 1e3:.2f} ms",
                       flush=True)
+    # every rank done before any tears down: a gloo rank whose peer closed its sockets first
+    # aborts at exit ("terminate called without an active exception": 2 of 18 runs, 0 of 30 with it)
+    b.dist.barrier()
     b.dist.destroy_process_group()
     return 0
 

@@ -42,6 +42,7 @@ def gloo_rank(rank: int, iters: int, size: int) -> list:
 
     dist.init_process_group("gloo", rank=rank, world_size=2)
     out = pingpong(dist.send, dist.recv, torch.zeros(size // 4, dtype=torch.float32), rank, iters)
+    dist.barrier()       # neither tears down while the other still talks: gloo aborts at exit then
     dist.destroy_process_group()
     return out
 
