@@ -14,6 +14,7 @@ never needs them.
 from __future__ import annotations
 
 import functools
+import statistics
 import time
 
 from .base import TEST_CORRUPT_CHECK, Option, TransportUnavailable
@@ -49,8 +50,9 @@ def library_status(lib: str) -> tuple:
             from numba import cuda
             n = len(cuda.gpus) if cuda.is_available() else 0
             from .._native import load
-            if n and load("_cuda")[0] is None:   # its kernel checks Numba arrays (count_wrong)
-                return False, f"numba buffers need comm_bench._cuda: {load('_cuda')[1]}"
+            native, why = load("_cuda")
+            if n and native is None:   # its kernel checks Numba arrays (count_wrong)
+                return False, f"numba buffers need comm_bench._cuda: {why}"
     except ImportError:
         return False, f"{lib} is not installed (pip install {'cupy-cuda12x or cupy-cuda13x' if lib == 'cupy' else lib})"
     except Exception as exc:  # noqa: BLE001 - a driver or runtime error means "no GPU through it"
@@ -168,8 +170,6 @@ class _Adapter:
         (d2h / h2d: issued and waited for, one at a time), on the host's clock: the copy plus
         its launch and wait, which is what a staged iteration pays. The median of at least 20
         copies after an untimed one: a short -n must not let one slow call stand for all."""
-        import statistics
-
         copy, args = (self.d2h, (host, dev)) if direction == "d2h" else (self.h2d, (dev, host))
         copy(*args)
         times = []

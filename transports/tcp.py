@@ -17,6 +17,7 @@ from .. import ops as ops_mod
 from . import _gpu_buffers as gb
 from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError
 
+
 class TcpTransport(Transport):
     name = "tcp"
     description = "raw TCP sockets from C++ (baseline for every other transport)"
