@@ -282,7 +282,7 @@ def test_unmeasured_scope_is_assumed_from_topology(capsys, dgx4):
     assert code == 0 and res["cluster"]["world_size"] == 64
     (row,) = [r for r in res["link_model"] if r["scope"] == "inter-node"]
     assert row["source"] == "assumed" and row["class"] == "ib" and row["beta_gbs"] == pytest.approx(37.5)
-    assert all(c["comm_source"] == "assumed" for c in res["candidates"] if c["kind"] != "megatron")
+    assert all(c["comm_source"] == "assumed" for c in res["candidates"] if c["kind"] != "megatron" and c["feasible"])
     # no measurement and no rate (the H200 VM's virtio NIC has none): say what to give, exit 2
     code, _, err = run(capsys, os.path.join(ROOT, REPO_DOCS[0]), "--model", "llama2-7b", "--nodes", "2")
     assert code == 2 and "--inter-node-gbs" in err and err.count("\n") == 1

@@ -3,7 +3,8 @@ import sys
 
 import click
 
-from ..select.workload import PRECISIONS, PRESETS, RECOMPUTE
+from ..select.gpus import GPUS
+from ..select.workload import ATTENTION, PRECISIONS, PRESETS, RECOMPUTE
 
 
 def _count(ctx, param, value):
@@ -21,21 +22,29 @@ def _count(ctx, param, value):
 @click.option("--hidden", type=int, default=None, help="Hidden size.")
 @click.option("--heads", type=int, default=None, help="Attention heads.")
 @click.option("--seq-len", type=int, default=None, help="Sequence length (tokens).")
-@click.option("--micro-batch", type=int, default=None, help="Sequences (or images) per GPU per micro-batch.")
+@click.option("--micro-batch", type=int, default=None,
+              help="Sequences (or images) per GPU per micro-batch (default: select tries 1, 2, 4, 8).")
 @click.option("--global-batch", type=int, default=None,
-              help="Samples per step over all GPUs (default: one micro-batch per GPU).")
+              help="Samples per step over all GPUs (default: the preset's published recipe; else one "
+                   "micro-batch per GPU).")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), default="bf16", show_default=True,
               help="bf16: bf16 params/grads + fp32 master/Adam; amp: fp32 params/grads, bf16 compute.")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
-@click.option("--recompute", type=click.Choice(RECOMPUTE), default="selective", show_default=True,
-              help="Activation recomputation (Megatron's; selective ~ FlashAttention).")
+@click.option("--recompute", type=click.Choice(("auto",) + RECOMPUTE), default="auto", show_default=True,
+              help="Activation recomputation; auto: the cheapest that fits, named in the answer.")
+@click.option("--attention", type=click.Choice(ATTENTION), default=None,
+              help="flash: kernels that keep no score matrix (default); unfused: 2021-style attention "
+                   "(the Megatron SC'21 presets).")
 @click.option("--nodes", type=int, default=None, help="Nodes (default: from the results).")
 @click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: from the topology).")
+@click.option("--gpu", default=None, help=f"Plan for this GPU ({', '.join(GPUS)}): its data-sheet memory, "
+                                          "peak and memory bandwidth (default: the GPU in the results).")
 @click.option("--gpu-mem", default=None, help="GPU memory, e.g. 80G (default: NVML's figure in the results).")
 @click.option("--step-time", type=float, default=None,
               help="Compute seconds of one micro-batch (forward + backward) of the whole model on one GPU.")
 @click.option("--gpu-tflops", type=float, default=None, help="Peak TFLOPS per GPU (default: by GPU name).")
-@click.option("--mfu", type=float, default=None, help="Model FLOPs utilisation (default 0.4).")
+@click.option("--mfu", type=float, default=None,
+              help="One model FLOPs utilisation for all compute (default: a per-layer roofline, docs/selection.md).")
 @click.option("--ecosystem", type=click.Choice(["pytorch", "jax"]), default="pytorch", show_default=True)
 @click.option("--elastic", is_flag=True, help="Fault tolerance / elastic scaling required.")
 @click.option("--rules", default=None, type=click.Path(dir_okay=False),

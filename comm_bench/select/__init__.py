@@ -17,12 +17,12 @@ from . import facts as F
 from . import frameworks as FW
 from . import rules as R
 from . import workload as W
+from .layouts import state_bytes
 from .linkfit import fit_documents
 from .linkmodel import LinkModel, human
+from .compute import Compute, gpu_figures
 from .predict import DEFAULT_OVERLAP, predict
 from .strategies import candidates
-
-DEFAULT_MFU = 0.4
 
 
 # (lowest, highest, lowest allowed itself) of each number select takes: finite, and far
@@ -46,25 +46,6 @@ def check_numbers(**values):
         flag = "--" + name.replace("_", "-")
         if isinstance(v, bool) or not math.isfinite(v) or v > high or v < low or (v == low and not low_ok):
             raise UsageError(f"{flag} must be {'>=' if low_ok else '>'} {low:g} and at most {high:g} (got {v:g})")
-
-
-def compute_per_microbatch(w, cluster, step_time=None, gpu_tflops=None, mfu=None):
-    """(seconds of one micro-batch forward + backward of the whole model on one GPU, note).
-    step_time and mfu are in range (check_numbers)."""
-    if step_time is not None:
-        return step_time, f"--step-time {step_time:g} s per micro-batch (given)"
-    mfu = DEFAULT_MFU if mfu is None else mfu
-    if gpu_tflops:
-        peak, src = gpu_tflops, "--gpu-tflops"
-    elif cluster.get("peak_tflops"):
-        peak, src = cluster["peak_tflops"], f"{cluster['gpu_name']} bf16 dense peak (data sheet)"
-    else:
-        peak, src = C.ASSUMED_PEAK_TFLOPS, "assumed H100-class bf16 peak (no GPU name: give --gpu-tflops)"
-    if w["precision"] == "fp32" and not gpu_tflops:
-        peak /= 2
-    flops = W.flops_per_sample(w) * w["micro_batch"]
-    t = flops / (peak * 1e12 * mfu)
-    return t, f"{flops:.3g} FLOPs / ({peak:g} TFLOPS {src} x MFU {mfu:g})"
 
 
 def _docs(paths):
@@ -91,10 +72,10 @@ def link_model_only(paths, nodes=None, gpus_per_node=None, gpu_mem=None, intra_n
 
 
 def select(paths, model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
-           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="selective",
+           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
-           intra_node_gbs=None, inter_node_gbs=None, headroom=0.1):
+           intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None):
     rule_list = R.load(rules)                  # bad rules fail before any work
     check_numbers(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, micro_batch=micro_batch,
                   global_batch=global_batch, nodes=nodes, gpus_per_node=gpus_per_node, step_time=step_time,
@@ -102,13 +83,13 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
                   overlap=overlap, intra_node_gbs=intra_node_gbs, inter_node_gbs=inter_node_gbs,
                   mem_headroom=headroom)
     docs = _docs(paths)
-    cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem))
+    cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem), gpu)
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
-                bucket_mb, recompute)
+                bucket_mb, recompute, attention)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
-    t_mb, t_note = compute_per_microbatch(w, cl, step_time, gpu_tflops, mfu)
-    w["compute_per_microbatch_s"], w["compute_note"] = t_mb, t_note
-    cands = [predict(c, w, cl, lm, t_mb, overlap, headroom) for c in candidates(w, cl)]
+    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops)
+    w["compute_note"] = comp.note
+    cands = [predict(c, w, cl, lm, comp, overlap, headroom) for c in candidates(w, cl)]
     for c in cands:
         c["framework"] = FW.name_for(c["kind"], ecosystem)
     facts = F.build(cands, cl, w, lm, ecosystem, elastic)
@@ -120,7 +101,17 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
     return {"recommendation": rec, "candidates": cands, "link_model": lm.rows(scopes), "cluster": cl,
             "workload": w, "facts": facts, "explain": path, "min_efficiency": min_efficiency,
             "meets_min_efficiency": bool(ok), "overlap": overlap if overlap is not None else {"default": DEFAULT_OVERLAP},
-            "documents": docs}
+            "documents": docs, "context": (w, cl, lm, comp, overlap, headroom)}
+
+
+def plan_layout(res, kind, tp=1, pp=1, recompute="full", distributed_optimizer=False, sequence_parallel=False):
+    """One layout of a selection's cluster and workload with a fixed memory configuration
+    (e.g. a published run's), configured and predicted like the candidates."""
+    w, cl, lm, comp, overlap, headroom = res["context"]
+    shape = {"layout": f"tp{tp}-pp{pp}-dp{cl['world_size'] // (tp * pp)}", "kind": kind, "tp": tp, "pp": pp,
+             "dp": cl["world_size"] // (tp * pp)}
+    return predict(shape, w, cl, lm, comp, overlap, headroom,
+                   force=(recompute, distributed_optimizer, sequence_parallel))
 
 
 def recommendation(c, then, facts, w, cl, ecosystem, elastic):
@@ -134,10 +125,18 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic):
              f"{cl['nvlink_domain']}; from {', '.join(cl['from'])}",
              f"memory/GPU: model states {c['model_states_gb']:.2f} GB + activations {c['activations_gb']:.2f} GB"
              + (f" + gather buffers {c['buffers_gb']:.2f} GB" if c['buffers_gb'] else "")
-             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {w['bytes']['p'] + w['bytes']['g'] + w['bytes']['k']} B/param unsharded)"]
+             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {sum(state_bytes(c['kind'], w)[0].values())} B/param unsharded)"]
     for item in c["collectives"]:
         lines.append(f"{item['what']}: {item['count']} x, {human(item['bytes'])} per step -> {item['seconds']:.4g} s "
                      f"[{item['source']}: {item['note']}]")
+    switches = [x for x, on in ((f"{c['recompute']} recomputation", c["recompute"] != "none"),
+                                ("distributed optimizer", c.get("distributed_optimizer")),
+                                ("sequence parallel", c.get("sequence_parallel"))) if on]
+    lines.append(f"layout: tp {c['tp']} x pp {c['pp']}" + (f" (interleaved, {c['virtual_stages']} virtual stages)"
+                 if c["virtual_stages"] > 1 else "") + f" x dp {c['dp']}; micro-batch {c['micro_batch']} x "
+                 f"{c['microbatches']} per step = global batch {c['global_batch']} ({w['global_batch_source']})"
+                 + (f"; to fit: {', '.join(switches)}" if switches else ""))
+    lines += [f"set: {line}" for line in c["config"]]
     lines.append(f"step: compute {c['compute_s']:.4g} s ({w['compute_note']}) + exposed communication "
                  f"{c['exposed_comm_s']:.4g} s (--overlap {c['overlap']:g}: {c['overlap_source']})"
                  + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")

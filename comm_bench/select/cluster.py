@@ -10,20 +10,7 @@ from ..errors import UsageError
 from ..topology import links as L
 from ..topology.linkmap import LinkMap
 
-# Dense bf16 tensor-core peak (TFLOPS) by GPU name, from NVIDIA's data sheets
-# (H100/H200 SXM 989, A100 312, L40S 362, B200 2250, V100 fp16 125); fp32 runs at half
-# (TF32 dense). Matched as substrings, longest first.
-PEAK_BF16_TFLOPS = {"B200": 2250.0, "H200": 989.0, "H100": 989.0, "GH200": 989.0, "A100": 312.0,
-                    "L40S": 362.0, "A10": 125.0, "V100": 125.0}
-ASSUMED_GPU_MEM_GB = 80.0          # no GPU in the results and no --gpu-mem
-ASSUMED_PEAK_TFLOPS = 989.0        # no GPU name known and no --gpu-tflops
-
-
-def peak_tflops(name):
-    for key in sorted(PEAK_BF16_TFLOPS, key=len, reverse=True):
-        if key in (name or ""):
-            return PEAK_BF16_TFLOPS[key]
-    return None
+from . import gpus as GP
 
 
 def _gpus(doc):
@@ -43,7 +30,7 @@ def _nvlink_gbs(g):
     return L.nvlink_gbs(v, n) or L.nvlink_gbs(L.NVML_NVLINK_GENERATION.get(v), n)
 
 
-def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
+def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None, gpu_model=None):
     """The cluster dict: measured shape from the documents, flags over it."""
     c = {"sources": {}}
     n_nodes, rpn, gpn, mems, names, nvl, domain, pcie_rate = 1, 1, 0, [], [], [], [], []
@@ -91,13 +78,19 @@ def describe(docs, nodes=None, gpus_per_node=None, gpu_mem_gb=None):
     c["world_size"] = c["nodes"] * c["gpus_per_node"]
     if gpu_mem_gb:
         c["gpu_mem_gb"], c["sources"]["gpu_mem_gb"] = gpu_mem_gb, "flag"
+    elif gpu_model:
+        entry, key = GP.lookup(gpu_model)
+        if entry is None:
+            raise UsageError(f"unknown --gpu {gpu_model!r} (known: {', '.join(GP.GPUS)})")
+        c["gpu_mem_gb"], c["sources"]["gpu_mem_gb"] = entry["mem_gb"], f"--gpu {key} (data sheet)"
     elif mems:
         c["gpu_mem_gb"], c["sources"]["gpu_mem_gb"] = round(min(mems), 3), "topology (NVML memory_total)"
     else:
-        c["gpu_mem_gb"] = ASSUMED_GPU_MEM_GB
-        c["sources"]["gpu_mem_gb"] = "assumed (no GPU memory in the results: give --gpu-mem)"
-    c["gpu_name"] = names[0] if names else None
-    c["peak_tflops"] = peak_tflops(c["gpu_name"])
+        c["gpu_mem_gb"] = GP.ASSUMED["mem_gb"]
+        c["sources"]["gpu_mem_gb"] = "assumed (no GPU memory in the results: give --gpu or --gpu-mem)"
+    c["gpu_name"] = gpu_model or (names[0] if names else None)
+    if gpu_model and GP.lookup(gpu_model)[0] is None:
+        raise UsageError(f"unknown --gpu {gpu_model!r} (known: {', '.join(GP.GPUS)})")
     full = domain and min(domain) >= 2 and all(nvl)
     c["nvlink"] = bool(full)
     c["nvlink_domain"] = min(min(domain), c["gpus_per_node"]) if full else 1

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
-from .strategies import DP_LAYOUTS
+from .layouts import DP_LAYOUTS
 
 PER_LAYOUT = ("fits", "efficiency", "step_s", "comm_s", "exposed_comm_s", "comm_fraction", "memory_gb",
               "model_states_gb")
@@ -33,7 +33,7 @@ def build(cands, cluster, w, lm, ecosystem, elastic):
     f = {}
     by = {c["layout"]: c for c in cands}
     for l in DP_LAYOUTS:
-        c = by[l]
+        c = by.get(l, {"feasible": False})       # fsdp-hybrid exists across nodes only
         k = key(l)
         f[f"fits_{k}"] = bool(c["feasible"])
         for name in ("efficiency", "step_s", "comm_s", "exposed_comm_s", "memory_gb", "model_states_gb"):

@@ -55,6 +55,24 @@ class Group:
             return None
         return float(np.exp(np.interp(math.log(S), np.log(sizes), np.log(t))))
 
+    def curve(self, S):
+        """(seconds, inside): the measured curve at S, continued past its ends piecewise:
+        below the smallest size its time (the latency floor), above the largest its
+        bandwidth (t_max S / S_max), where one alpha-beta line misfits NCCL's protocols."""
+        t = self.interpolate(S)
+        if t is not None:
+            return t, True
+        sizes, ts = self.series()
+        if S < sizes[0]:
+            return float(ts[0]), False
+        return float(ts[-1] * S / sizes[-1]), False
+
+    def busbw_top(self):
+        """Bus bandwidth (B/s) at the largest measured size."""
+        sizes, ts = self.series()
+        ka, kb = terms(self.op, self.n)
+        return float(sizes[-1] / ts[-1] * kb)
+
     def row(self):
         sizes = sorted(self.points)
         return {"class": self.cls, "scope": self.scope, "op": self.op, "n": self.n,

@@ -12,8 +12,11 @@ Per (op, size, ranks, scope), in order of preference:
   assumed       no measurement on that scope: theoretical rate x validate's efficiency
                 for the link class, or --intra-node-gbs / --inter-node-gbs, with an
                 assumed per-step latency.
-Inter-node: when every GPU of a node drives the network at once, a GPU gets
-beta x min(1, max(ranks per node measured, RDMA NICs per node) / GPUs per node).
+A collective whose shape (ranks per node x nodes) was measured is read off that curve.
+Inter-node: when every GPU of a node drives the network at once, a GPU gets the node's
+aggregate / G, the aggregate = beta x min(G, k) / min(r, k) for a run of r ranks per node
+over k NICs (RDMA NICs for ib/roce, else one port): a full-node collective measures the
+aggregate, a NIC pair one NIC (LinkModel._share).
 """
 from __future__ import annotations
 
@@ -76,15 +79,29 @@ class LinkModel:
         same = [g for g in gs if g.cls == want]
         return same or gs
 
+    def _nics(self, cls):
+        """NICs a node drives between nodes: its RDMA NICs (one per GPU on rail-optimized
+        nodes) for ib/roce, else one Ethernet port."""
+        return self.cluster["nics_per_node"] if cls in ("ib", "roce") else 1
+
     def _share(self, scope, group):
+        """Per-GPU inter-node bandwidth / the measured beta, when every GPU of a node talks
+        across nodes at once: node aggregate = beta x min(G, k) / min(r, k) (the run drove
+        min(r, k) of the node's k NICs with its r ranks per node), per GPU = aggregate / G."""
         if scope != "inter-node":
             return 1.0
-        c = self.cluster
-        rpn = group.ranks_per_node if group else 1
-        # a pairwise run drives one NIC; the node has nics_per_node of them only when the
-        # measured class is the RDMA one (Ethernet: one port per node)
-        nics = c["nics_per_node"] if group is None or group.cls in ("ib", "roce") else 1
-        return min(1.0, max(rpn, nics) / max(1, c["gpus_per_node"]))
+        G = max(1, self.cluster["gpus_per_node"])
+        r = group.ranks_per_node if group else 1
+        k = self._nics(group.cls if group else self.cluster.get("inter_class"))
+        return min(G, k) / (min(r, k) * G)
+
+    def share_note(self, scope, group):
+        if scope != "inter-node":
+            return ""
+        G, r = self.cluster["gpus_per_node"], group.ranks_per_node
+        k = self._nics(group.cls)
+        return (f"; per GPU = beta x min(G={G}, NICs={k}) / (min(ranks per node={r}, NICs={k}) x G) "
+                f"= beta x {self._share(scope, group):.3g}")
 
     def link(self, scope):
         if scope in self._links:
@@ -97,8 +114,11 @@ class LinkModel:
                       f"--{scope}-gbs {flag:g} GB/s given, alpha {ASSUMED_ALPHA_US[scope]:g} us assumed")
         elif gs:
             g = min(gs, key=lambda g: (LINK_PREFERENCE.index(g.op), -g.n, -len(g.points)))
-            lk = Link(scope, g.cls, g.alpha, g.beta, "measured",
-                      f"{g.op} n={g.n} measured ({g.doc}: {g.transport}, {g.cls})", g, self._share(scope, g))
+            beta = g.busbw_top() if g.op != "p2p" else g.beta
+            lk = Link(scope, g.cls, g.alpha, beta, "measured",
+                      f"{g.op} n={g.n} measured ({g.doc}: {g.transport}, {g.cls}): busbw {beta / 1e9:.4g} GB/s "
+                      f"at its largest size, alpha {g.alpha * 1e6:.3g} us (fit error {g.max_rel_err:.0%})"
+                      + self.share_note(scope, g), g, self._share(scope, g))
         else:
             lk = self._assumed(scope)
         self._links[scope] = lk
@@ -114,7 +134,7 @@ class LinkModel:
             raise UsageError(f"no {scope} measurement in the results and no theoretical rate for it "
                              f"in the topology: give a results file measured {scope.replace('-node', '')} "
                              f"nodes or {flag} GB/s")
-        share = min(1.0, c["nics_per_node"] / max(1, c["gpus_per_node"])) if scope == "inter-node" else 1.0
+        share = self._share(scope, None)
         return Link(scope, cls, ASSUMED_ALPHA_US[scope] * 1e-6, rate * eff * 1e9, "assumed",
                     f"{cls} theoretical {rate:g} GB/s x efficiency {eff:g} (validate rules), "
                     f"alpha {ASSUMED_ALPHA_US[scope]:g} us assumed", None, share)
@@ -123,19 +143,13 @@ class LinkModel:
     def op_time(self, op, S, n, scope):
         if n <= 1 and op != "p2p":
             return ZERO
-        gpn = self.cluster["gpus_per_node"]
         groups = [] if self.flags[scope] else self.scope_groups(scope)   # a given figure replaces them
         for g in sorted(groups, key=lambda g: -len(g.points)):
-            if g.op != op or g.n != n or (scope == "inter-node" and g.ranks_per_node < gpn
-                                          and self._share(scope, g) < 1):
+            # a run measured alone is the figure only where concurrency changes nothing:
+            # intra-node, or one rank per node with a NIC of its own
+            if g.op != op or g.n != n or (scope == "inter-node" and self._share(scope, g) < 1):
                 continue
-            t = g.interpolate(S)
-            if t is not None:
-                return Est(t, "measured", f"{scope} {op} n={n}: busbw {busbw_gbs(op, S, n, t):.3g} GB/s "
-                                          f"at {human(S)} measured ({g.doc}: {g.transport}, {g.cls})")
-            t = g.a + g.b * S
-            return Est(t, "extrapolated", f"{scope} {op} n={n}: fit alpha {g.alpha * 1e6:.3g} us, "
-                                          f"beta {g.beta / 1e9:.3g} GB/s beyond the measured sizes ({g.doc})")
+            return self._from_curve(g, op, S, n, scope)
         lk = self.link(scope)
         t = flat(op, S, n, lk.alpha, lk.beta * lk.share)
         src = "extrapolated" if lk.source == "measured" else "assumed"
@@ -143,8 +157,27 @@ class LinkModel:
         return Est(t, src, f"{scope} {op} n={n} at {human(S)}: ring/tree from alpha {lk.alpha * 1e6:.3g} us, "
                            f"beta {lk.beta / 1e9:.3g} GB/s{share} ({lk.note})")
 
+    def _from_curve(self, g, op, S, n, scope):
+        t, inside = g.curve(S)
+        where = "measured" if inside else "extrapolated"
+        how = "" if inside else " (beyond the measured sizes: the curve's end continued)"
+        return Est(t, where, f"{scope} {op} n={n}: busbw {busbw_gbs(op, S, n, t):.3g} GB/s at {human(S)} "
+                             f"{where}{how} ({g.doc}: {g.transport}, {g.cls}, {g.ranks_per_node} rank(s)/node)")
+
+    def measured_shape(self, op, n_intra, n_inter):
+        """A group measured with exactly this shape: n_intra ranks on each of n_inter nodes."""
+        if n_inter <= 1 or self.flags["inter-node"]:
+            return None
+        gs = [g for g in self.groups if g.scope == "inter-node" and g.op == op
+              and g.n == n_intra * n_inter and g.ranks_per_node == n_intra]
+        return max(gs, key=lambda g: len(g.points), default=None)
+
     def collective(self, op, S, n_intra, n_inter):
-        """Time of one collective of size S over n_intra GPUs on each of n_inter nodes."""
+        """Time of one collective of size S over n_intra GPUs on each of n_inter nodes:
+        read off a run of that very shape where there is one, else composed."""
+        g = self.measured_shape(op, n_intra, n_inter)
+        if g is not None:
+            return self._from_curve(g, op, S, g.n, "inter-node")
         if n_inter <= 1:
             return self.op_time(op, S, n_intra, "intra-node")
         if n_intra <= 1:

@@ -1,30 +1,36 @@
-"""Predicted memory, communication and step time of one candidate layout.
+"""Predicted memory, communication and step time of one candidate layout, configured.
 
-Per step (global batch B = micro-batch b x data-parallel dp x m micro-batches per GPU):
-  compute     t_c = m x t_mb / (tp pp), t_mb = one micro-batch forward + backward of the
-              whole model on one GPU (--step-time, or FLOPs / (peak x MFU))
-  DDP         gradient all_reduce in buckets as PyTorch forms them (first 1 MiB, then
-              --bucket-mb; a bucket closes once it reaches its cap), once per step
-  ZeRO-1/2    gradient reduce_scatter + parameter all_gather in DeepSpeed's 5e8-element
-              buckets
-  ZeRO-3/FSDP per unit (one transformer layer): parameter all_gather in forward and
-              again in backward for each micro-batch, gradient reduce_scatter once
-  TP          4 all_reduces of b s h activations per layer per micro-batch (6 with full
-              recomputation) inside the tensor-parallel group, not overlapped
-  PP          2 sends of b s h activations per micro-batch between stages, plus the
-              bubble: pipeline time = t_c (m + pp - 1) / m (GPipe / 1F1B)
-Overlap (a stated assumption, --overlap F; default per DP scope, DEFAULT_OVERLAP below):
-gradient communication hides behind F x the
-backward of the last micro-batch (2/3 of its compute; ZeRO-3/FSDP: behind F x all
-compute), never less than the last bucket / first unit exposed.
-step = pipeline time + exposed DP communication + TP + PP communication;
-efficiency = t_c / step (throughput on N GPUs / N x one GPU's at the same micro-batch).
+A shape (strategies.py: kind, tp, pp, dp) is tried with each micro-batch size b (the
+given one, else 1, 2, 4, 8), each interleaving v of Megatron's schedule, and the memory
+switches in order of cost (configs below); the first switch set that fits is that
+(b, v)'s configuration, and the fastest (b, v) is the candidate. Per step, with global
+batch B = b x dp x m (m micro-batches per GPU; B the recipe's or --global-batch, rounded
+to a multiple of b x dp):
+  stage time   per micro-batch: compute of the stage's layers / tp (compute.py) + the
+               tensor-parallel all_reduces (4 per layer, 6 with full recomputation, of
+               b s h activations; sequence parallel moves the same bytes) + the pipeline
+               sends (2 v per micro-batch of b s h / tp: Megatron's scatter/gather)
+  pipeline     (m + (pp - 1)/v) x stage time  (1F1B; interleaved: Narayanan et al. 2021)
+  data-parallel collectives per layouts.LAYOUTS: gradient all_reduce / reduce_scatter once
+               per step or once per micro-batch, parameter all_gather after the step or
+               per unit in forward and backward; hybrid sharding adds the all_reduce of
+               the shard across nodes
+  exposed      by the layout's overlap mechanism and F (--overlap; default per DP scope:
+               DEFAULT_OVERLAP): "backward": max(last bucket, comm - F x backward of the
+               last micro-batch); "compute": per micro-batch the forward all_gathers
+               behind F x forward (at least the first unit exposed) and the rest behind
+               F x backward; "none": all of it (Megatron-LM reduces after the flush,
+               unless --overlap is given)
+step = pipeline + exposed data-parallel communication; efficiency = B x (one GPU's time per
+sample, no parallelism) / (N x step): throughput on N GPUs / N x one GPU's.
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from . import memory as M
+from .layouts import LAYOUTS, config_lines, state_bytes
 from .linkmodel import ZERO, Est, worst
 from .strategies import groups
 from .workload import tensors, units as fsdp_units
@@ -38,13 +44,17 @@ from .workload import tensors, units as fsdp_units
 #    and need few SMs, and gradient sync hides behind backward (Li et al., PyTorch
 #    Distributed, VLDB 2020).
 DEFAULT_OVERLAP = {"intra-node": 0.0, "inter-node": 1.0}
+MICRO_BATCHES = (1, 2, 4, 8)
+VIRTUAL_STAGES = (1, 2, 3, 4, 6, 8)
 
 
-def overlap_for(overlap, dp_placement):
-    """(--overlap a candidate uses, where it comes from): the user's, else the default of
-    its DP group's scope."""
+def overlap_for(overlap, dp_placement, mechanism="backward"):
+    """(--overlap a candidate uses, where it comes from): the user's, else none for a
+    layout that does not overlap, else the default of its DP group's scope."""
     if overlap is not None:
         return overlap, "given"
+    if mechanism == "none":
+        return 0.0, "none: Megatron-LM reduces gradients after the pipeline flush (--overlap-grad-reduce off)"
     scope = "inter-node" if dp_placement[1] > 1 else "intra-node"
     return DEFAULT_OVERLAP[scope], f"{scope} default, {'measured' if scope == 'intra-node' else 'assumed'}"
 
@@ -79,101 +89,167 @@ class Timeline:
         self.lm, self.items = lm, []
 
     def add(self, what, op, sizes, placement, repeat=1, scope=None):
+        """(total Est, Est of the last size) of `sizes` run `repeat` times."""
         n_intra, n_inter = placement
         if n_intra * n_inter <= 1 and op != "p2p":
             return ZERO, ZERO
-        total, last = ZERO, ZERO
-        cache = {}
-        for S in sizes:
-            key = round(S)
-            if key not in cache:
-                cache[key] = (self.lm.op_time("p2p", S, 2, scope) if op == "p2p"
-                              else self.lm.collective(op, S, n_intra, n_inter))
-            last = cache[key]
-            total = total + Est(last.seconds * repeat, last.source, "")
-        notes = list(dict.fromkeys(e.note for e in cache.values() if e.note))
+        total, last, ests = 0.0, ZERO, {}
+        for S, k in Counter(round(S) for S in sizes).items():
+            e = ests[S] = (self.lm.op_time("p2p", S, 2, scope) if op == "p2p"
+                           else self.lm.collective(op, S, n_intra, n_inter))
+            total += e.seconds * k * repeat
+        last = ests[round(sizes[-1])]
+        src = worst(*(e.source for e in ests.values()))
+        notes = list(dict.fromkeys(e.note for e in ests.values() if e.note))
         note = "; ".join(notes[:2]) + (f"; (+{len(notes) - 2} more sizes)" if len(notes) > 2 else "")
         self.items.append({"what": what, "op": op, "count": len(sizes) * repeat,
-                           "bytes": sum(sizes) * repeat, "seconds": total.seconds, "source": total.source,
+                           "bytes": sum(sizes) * repeat, "seconds": total, "source": src,
                            "n_intra": n_intra, "n_inter": n_inter, "note": note})
-        return total, last
+        return Est(total, src, ""), last
 
 
-def predict(c, w, cluster, lm, t_mb, overlap=None, headroom=0.1):
-    tp, pp, dp, kind = c["tp"], c["pp"], c["dp"], c["kind"]
-    b = w["bytes"]
-    out = dict(c)
-    micro = w["micro_batch"]
-    gb = w["global_batch"] or micro * cluster["world_size"]
-    if gb % (micro * dp):
-        return _infeasible(out, f"global batch {gb} is not a multiple of micro-batch x dp = {micro * dp}")
-    m = gb // (micro * dp)
+def configs(kind, tp, w):
+    """Memory switches in order of cost: (recompute, distributed optimizer, sequence parallel)."""
+    rcs = [w["recompute"]] if w["recompute"] != "auto" else (
+        ["none", "full"] if w["attention"] == "flash" else ["none", "selective", "full"])
+    if w["kind"] != "transformer":
+        rcs = ["none"]
+    if kind != "megatron":
+        return [(rc, False, False) for rc in rcs]
+    out = [("none" if "none" in rcs else rcs[0], False, False)] if "none" in rcs or len(rcs) == 1 else []
+    for rc in rcs:
+        out.append((rc, True, tp > 1))
+    return list(dict.fromkeys(out))
+
+
+def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None):
+    """The fastest configuration of shape c that fits (or the leanest one, infeasible);
+    force: one (recompute, distributed optimizer, sequence parallel) set instead of the ladder."""
+    kind, tp, pp, dp = c["kind"], c["tp"], c["pp"], c["dp"]
+    gb = w["global_batch"] or w["micro_batch"] * cluster["world_size"]
+    if w["micro_batch_fixed"]:
+        bs = [w["micro_batch"]]
+    else:                                     # the sizes the batch holds, at least one
+        bs = sorted({b for b in MICRO_BATCHES + (w["micro_batch"],) if b * dp <= gb} or {max(1, gb // dp)})
+    vs = [1] + [v for v in VIRTUAL_STAGES[1:] if pp > 1 and w["layers"] % (pp * v) == 0]
+    best, lean = None, None
+    for b in bs:
+        for v in vs:
+            for rc, dist, sp in ([force] if force else configs(kind, tp, w)):
+                out = evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom)
+                if out is None:
+                    continue
+                if not out["feasible"]:
+                    if lean is None or out["memory_gb"] < lean["memory_gb"]:
+                        lean = out
+                    continue
+                if best is None or out["step_s"] / out["global_batch"] < best["step_s"] / best["global_batch"]:
+                    best = out
+                break                         # the cheapest switch set that fits
+    res = best or lean
+    res["config"] = config_lines(res, w)
+    return res
+
+
+def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
+    kind, tp, pp, dp = c["kind"], c["tp"], c["pp"], c["dp"]
+    lay = LAYOUTS[kind]
+    N, G = cluster["world_size"], cluster["gpus_per_node"]
+    if v > 1 and pp == 1:
+        return None
+    gb_want = w["global_batch"] or w["micro_batch"] * N
+    m = max(1, round(gb_want / (b * dp)))
+    if v > 1 and m % pp:
+        return None                           # Megatron's interleaved schedule needs m % pp == 0
+    gb = m * b * dp
+    out = dict(c, micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=dist,
+               sequence_parallel=sp, microbatches=m, global_batch=gb)
     # memory
-    states = M.model_states_bytes(w["params"], b["p"], b["g"], b["k"], kind, dp, tp, pp)
-    acts = M.activation_bytes(w, tp, pp, m)
+    sb, g_comm = state_bytes(kind, w)
+    g = groups(c, G)
+    shard = (g["node"][0] * g["node"][1]) if lay.shard_group == "node" else dp
+    psi = w["params"]
+    if kind == "megatron" and pp > 1 and w["vocab"]:    # the embedding stage holds V h / tp more
+        emb = w["vocab"] * w["hidden"]
+        psi = (psi - emb) + emb * pp
+    states = M.model_states_bytes(psi, sb["p"], sb["g"], sb["k"], kind, dp, tp, pp, shard, dist)
+    acts = M.activation_bytes(w, b, tp, pp, m, rc, sp, v)
     units = fsdp_units(w)
-    buffers = (2 * max(units) * b["p"] + max(units) * b["g"]) if kind in ("zero-3", "fsdp") else 0.0
+    buffers = (2 * max(units) * sb["p"] + max(units) * sb["g"]) if "p" in lay.sharded else 0.0
     mem = states + acts + buffers
     usable = cluster["gpu_mem_gb"] * (1 - headroom)
     out.update(model_states_gb=round(states / 1e9, 3), activations_gb=round(acts / 1e9, 3),
-               buffers_gb=round(buffers / 1e9, 3), memory_gb=round(mem / 1e9, 3), microbatches=m,
-               global_batch=gb)
-    # time
-    t_c = m * t_mb / (tp * pp)
-    bwd = t_mb / (tp * pp) * (0.75 if w["recompute"] == "full" else 2 / 3)
-    g = groups(c, cluster["gpus_per_node"])
-    overlap, out["overlap_source"] = overlap_for(overlap, g["dp"])
-    out["overlap"] = overlap
+               buffers_gb=round(buffers / 1e9, 3), memory_gb=round(mem / 1e9, 3))
+    if mem / 1e9 > usable:
+        out.update(feasible=False, reason=f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU", step_s=None,
+                   efficiency=None, comm_s=None, exposed_comm_s=None, compute_s=None, bubble=None,
+                   samples_per_s=None, tokens_per_s=None, comm_source=None, collectives=[], overlap=None,
+                   overlap_source=None)
+        return out
+    # time: the stage of one micro-batch
+    layers_stage = math.ceil(w["layers"] / pp) if w["kind"] == "transformer" else 1
+    share = layers_stage / w["layers"] if w["kind"] == "transformer" else 1.0
+    t_mb = compute.seconds(b, tp, share, rc, sp)
     tl = Timeline(lm)
-    P_local = w["params"] / (tp * pp)
-    if kind in ("ddp", "megatron"):
-        elems = tensors(w) if kind == "ddp" else [P_local]
-        sizes = ddp_buckets(elems, b["g"], w["bucket_mb"])
-        grad, last = tl.add("gradient all_reduce (DDP buckets)", "all_reduce", sizes, g["dp"])
-        exposed = max(last.seconds, grad.seconds - overlap * bwd) if grad.seconds else 0.0
-        dp_comm = grad
-    elif kind in ("zero-1", "zero-2"):
-        rs, last = tl.add("gradient reduce_scatter", "reduce_scatter",
-                          chunks(P_local * b["g"], DEEPSPEED_BUCKET_ELEMS * b["g"]), g["dp"])
-        ag, _ = tl.add("parameter all_gather (after the step)", "all_gather",
-                       chunks(P_local * b["p"], DEEPSPEED_BUCKET_ELEMS * b["p"]), g["dp"])
-        exposed = (max(last.seconds, rs.seconds - overlap * bwd) if rs.seconds else 0.0) + ag.seconds
-        dp_comm = rs + ag
-    else:                                    # zero-3 / fsdp
-        ag, first = tl.add("parameter all_gather per unit (forward + backward)", "all_gather",
-                           [u * b["p"] for u in units], g["dp"], repeat=2 * m)
-        rs, _ = tl.add("gradient reduce_scatter per unit", "reduce_scatter", [u * b["g"] for u in units], g["dp"])
-        dp_comm = ag + rs
-        exposed = max(first.seconds, dp_comm.seconds - overlap * t_c) if dp_comm.seconds else 0.0
-    tp_comm = pp_comm = ZERO
+    act = b * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
+    tp_mb = pp_mb = 0.0
     if tp > 1:
-        act = micro * w["seq_len"] * w["hidden"] * b["act"]
-        per_layer = 6 if w["recompute"] == "full" else 4
-        tp_comm, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce",
-                            [act] * (per_layer * math.ceil(w["layers"] / pp)), g["tp"], repeat=m)
-    bubble = 0.0
+        n = (6 if rc == "full" else 4) * layers_stage
+        e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce", [act] * n, g["tp"], repeat=m)
+        tp_mb = e.seconds / m
     if pp > 1:
-        act = micro * w["seq_len"] * w["hidden"] * b["act"]
-        pp_comm, _ = tl.add("pipeline activation send/recv", "p2p", [act] * 2, (2, 1), repeat=m,
-                            scope=g["pp_scope"])
-        bubble = (pp - 1) / (m + pp - 1)
-    t_pipe = t_c / (1 - bubble)
-    step = t_pipe + exposed + tp_comm.seconds + pp_comm.seconds
-    comm = dp_comm + tp_comm + pp_comm
-    out.update(comm_s=comm.seconds, exposed_comm_s=exposed + tp_comm.seconds + pp_comm.seconds,
-               compute_s=t_c, bubble=bubble, step_s=step, efficiency=t_c / step if step else 0.0,
+        e, _ = tl.add("pipeline activation send/recv", "p2p", [act / tp] * (2 * v), (2, 1), repeat=m,
+                      scope=g["pp_scope"])
+        pp_mb = e.seconds / m
+    bubble = (pp - 1) / v
+    t_pipe = (m + bubble) * (t_mb + tp_mb + pp_mb)
+    # data-parallel traffic
+    F, out["overlap_source"] = overlap_for(overlap, g["dp"], lay.overlap)
+    out["overlap"] = F
+    P_local = w["params"] / (tp * pp)
+    bwd = t_mb * (0.75 if rc == "full" else 2 / 3)
+    dp_place = g["node"] if lay.shard_group == "node" else g["dp"]
+    grad_op, grad_when = lay.grads
+    per_mb = 1 if grad_when == "step" else m
+    if kind == "ddp":
+        sizes = ddp_buckets(tensors(w), g_comm, w["bucket_mb"])
+    elif kind == "megatron" and not dist:
+        sizes = ddp_buckets([P_local], g_comm, w["bucket_mb"])
+    else:
+        grad_op = "reduce_scatter" if dist else grad_op
+        sizes = ([u * g_comm for u in units] if lay.params == "microbatch"
+                 else chunks(P_local * g_comm, DEEPSPEED_BUCKET_ELEMS * g_comm))
+    grad, last = tl.add(f"gradient {grad_op}" + (" per micro-batch" if per_mb > 1 else ""), grad_op, sizes,
+                        dp_place, repeat=per_mb)
+    dp_total = grad.seconds
+    exposed_list = []
+    if lay.params == "microbatch":
+        ag, first = tl.add("parameter all_gather per unit (forward + backward)", "all_gather",
+                           [u * sb["p"] for u in units], dp_place, repeat=2 * m)
+        dp_total += ag.seconds
+        if lay.replicas and g["replicas"][1] > 1:
+            rep, _ = tl.add("shard all_reduce across nodes per micro-batch", "all_reduce",
+                            [u * g_comm / shard for u in units], g["replicas"], repeat=m)
+            dp_total += rep.seconds
+        # forward hides the forward all_gathers; backward the rest (backward all_gathers,
+        # gradient reduce_scatter, the replicas' all_reduce)
+        fwd_ag = ag.seconds / (2 * m)
+        rest = (dp_total - ag.seconds / 2) / m
+        exposed_list.append(m * (max(first.seconds, fwd_ag - F * (t_mb - bwd)) + max(0.0, rest - F * bwd)))
+    else:
+        exposed_list.append(per_mb * max(last.seconds, grad.seconds / per_mb - F * bwd) if grad.seconds else 0.0)
+        if lay.params == "step" or dist:
+            ag, _ = tl.add("parameter all_gather (after the step)", "all_gather",
+                           chunks(P_local * sb["p"], DEEPSPEED_BUCKET_ELEMS * sb["p"]), dp_place)
+            dp_total += ag.seconds
+            exposed_list.append(ag.seconds)
+    exposed = sum(exposed_list)
+    step = t_pipe + exposed
+    ref = compute.seconds(w["micro_batch"], 1, 1.0, "none", False) / w["micro_batch"]
+    comm = sum(i["seconds"] for i in tl.items)
+    out.update(comm_s=comm, exposed_comm_s=exposed + m * (tp_mb + pp_mb), compute_s=m * t_mb,
+               bubble=bubble / (m + bubble), step_s=step, efficiency=gb * ref / (N * step),
                samples_per_s=gb / step, tokens_per_s=gb * w["seq_len"] / step,
                comm_source=worst(*(i["source"] for i in tl.items)) if tl.items else "measured",
-               collectives=tl.items)
-    if mem / 1e9 > usable:                  # usable: GPU memory less the headroom
-        out.update(feasible=False, reason=f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU")
-    else:
-        out.update(feasible=True, reason=f"fits: {mem / 1e9:.1f} of {usable:.1f} GB usable")
-    return out
-
-
-def _infeasible(out, reason):
-    out.update(feasible=False, reason=reason, model_states_gb=None, activations_gb=None, buffers_gb=None,
-               memory_gb=None, comm_s=None, exposed_comm_s=None, compute_s=None, bubble=None, step_s=None,
-               efficiency=None, samples_per_s=None, tokens_per_s=None, comm_source=None, collectives=[])
+               collectives=tl.items, feasible=True, reason=f"fits: {mem / 1e9:.1f} of {usable:.1f} GB usable")
     return out

@@ -11,7 +11,7 @@ import re
 from ..errors import UsageError
 from . import facts as F
 from .expr import Expr
-from .strategies import DP_LAYOUTS
+from .layouts import DP_LAYOUTS
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                             "select_rules.yaml")

@@ -1,34 +1,35 @@
-"""Candidate layouts and where their groups sit.
+"""Candidate layouts (shapes) and where their groups sit.
 
-Data-parallel layouts over all N GPUs: ddp, zero-1, zero-2, zero-3, fsdp. Megatron-style
-tp x pp x dp layouts (transformers only): tp a power of two that divides the heads and
-fits inside one NVLink domain (never across PCIe or nodes), pp a power of two up to the
-layer count, tp x pp x dp = N. Rank order: tp innermost, then dp, then pp (Megatron's),
-so a group of `size` ranks at `stride` spans n_intra GPUs on each of n_inter nodes.
+Data-parallel layouts over all N GPUs: every entry of layouts.DP_LAYOUTS (fsdp-hybrid only
+across several nodes). Megatron-style tp x pp x dp layouts (transformers only): tp any
+divisor of the GPUs per node that divides the heads and fits inside one NVLink domain
+(never across PCIe or nodes); pp any size up to the layer count with tp x pp dividing N
+(stages may be uneven, as Megatron-LM's --decoder-first-pipeline-num-layers allows);
+dp = N / (tp pp). Rank order: tp innermost, then dp, then pp (Megatron's), so a group of
+`size` ranks at `stride` spans n_intra GPUs on each of n_inter nodes.
+Each shape is then configured (micro-batch, interleaving, memory switches) by predict.
 """
 from __future__ import annotations
 
-DP_LAYOUTS = ("ddp", "zero-1", "zero-2", "zero-3", "fsdp")
+from .layouts import DP_LAYOUTS, LAYOUTS
 
 
-def _pow2_upto(n):
-    v = 1
-    while v <= n:
-        yield v
-        v *= 2
+def _divisors(n, upto):
+    return [d for d in range(1, min(n, upto) + 1) if n % d == 0]
 
 
 def candidates(w, cluster):
     N = cluster["world_size"]
-    out = [{"layout": k, "kind": k, "tp": 1, "pp": 1, "dp": N} for k in DP_LAYOUTS]
+    out = [{"layout": k, "kind": k, "tp": 1, "pp": 1, "dp": N} for k in DP_LAYOUTS
+           if cluster["nodes"] > 1 or not LAYOUTS[k].across_nodes_only]
     if w["kind"] != "transformer":
         return out
     max_tp = cluster["nvlink_domain"] if cluster["nvlink"] else 1
-    for tp in _pow2_upto(max_tp):
+    for tp in _divisors(cluster["gpus_per_node"], max_tp):
         if w["heads"] % tp or w["hidden"] % tp:
             continue
-        for pp in _pow2_upto(w["layers"]):
-            if (tp, pp) == (1, 1) or N % (tp * pp):
+        for pp in _divisors(N // tp, w["layers"]):
+            if (tp, pp) == (1, 1):
                 continue
             dp = N // (tp * pp)
             out.append({"layout": f"tp{tp}-pp{pp}-dp{dp}", "kind": "megatron", "tp": tp, "pp": pp, "dp": dp})
@@ -49,7 +50,10 @@ def placement(size, stride, gpus_per_node):
 
 
 def groups(c, gpus_per_node):
-    """Placement of the tp, dp groups and the scope of pipeline sends of candidate c."""
+    """Placement of the tp, dp groups, the sharding group of a hybrid layout, the replicas
+    across nodes, and the scope of pipeline sends of candidate c."""
     tp, pp, dp, G = c["tp"], c["pp"], c["dp"], gpus_per_node
     pp_scope = "intra-node" if tp * dp * pp <= G else "inter-node"
-    return {"tp": placement(tp, 1, G), "dp": placement(dp, tp, G), "pp_scope": pp_scope}
+    shard = min(G, dp)
+    return {"tp": placement(tp, 1, G), "dp": placement(dp, tp, G), "pp_scope": pp_scope,
+            "node": placement(shard, tp, G), "replicas": placement(max(1, dp // shard), G, G)}

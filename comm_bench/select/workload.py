@@ -11,25 +11,55 @@ import math
 
 from ..errors import UsageError
 
+def _gpt(layers, hidden, heads, batch, seq=2048, vocab=51200):
+    """A GPT model of Narayanan et al. 2021 (arXiv 2104.04473), Table 1: parameters
+    P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h)), vocabulary 51,200, sequence 2048,
+    its global batch, attention without fused kernels (2021)."""
+    p = 12 * layers * hidden ** 2 * (1 + 13 / (12 * hidden) + (vocab + seq) / (12 * layers * hidden))
+    return {"params": int(p), "layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq, "vocab": vocab,
+            "global_batch": batch, "attention": "unfused",
+            "source": "Narayanan et al. 2021 (arXiv 2104.04473), Table 1",
+            "recipe_source": "Narayanan et al. 2021, Table 1 (batch size)"}
+
+
+# Transformer shapes with vocabulary V; `global_batch` is the published recipe's batch
+# (sequences or images per step) with its source. attention: "flash" (kernels that keep no
+# s x s score matrix: FlashAttention, cuDNN SDPA; today's default) or "unfused" (2021).
 PRESETS = {
-    "resnet50": {"params": 25_557_032, "kind": "cnn", "micro_batch": 32,
+    "resnet50": {"params": 25_557_032, "kind": "cnn", "micro_batch": 32, "global_batch": 256,
                  # 4.1 GMAC forward per 224x224 image x 2 FLOP/MAC x 3 (forward + backward)
                  "flops_per_sample": 24.6e9,
                  # 16-bit activations kept for backward per image (~ 100 MB in fp32
                  # measured by torch memory stats; half in bf16)
                  "act_bytes_per_sample": 50e6,
-                 "source": "He et al. 2015 (arXiv 1512.03385); torchvision resnet50 parameter count"},
+                 "source": "He et al. 2015 (arXiv 1512.03385); torchvision resnet50 parameter count",
+                 "recipe_source": "He et al. 2015, section 3.4: mini-batch of 256 images"},
     "bert-large": {"params": 340_000_000, "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 512,
-                   "source": "Devlin et al. 2018 (arXiv 1810.04805), BERT-large"},
+                   "vocab": 30522, "global_batch": 256,
+                   "source": "Devlin et al. 2018 (arXiv 1810.04805), BERT-large",
+                   "recipe_source": "Devlin et al. 2018, appendix A.2: batch of 256 sequences"},
     "gpt2-1.5b": {"params": 1_558_000_000, "layers": 48, "hidden": 1600, "heads": 25, "seq_len": 1024,
-                  "source": "Radford et al. 2019, GPT-2 (1558M)"},
+                  "vocab": 50257, "global_batch": 512, "source": "Radford et al. 2019, GPT-2 (1558M)",
+                  "recipe_source": "Radford et al. 2019, section 2.3: batch size of 512"},
     "llama2-7b": {"params": 6_738_000_000, "layers": 32, "hidden": 4096, "heads": 32, "seq_len": 4096,
-                  "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 7B"},
+                  "vocab": 32000, "global_batch": 1024,
+                  "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 7B",
+                  "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
     "llama2-13b": {"params": 13_016_000_000, "layers": 40, "hidden": 5120, "heads": 40, "seq_len": 4096,
-                   "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 13B"},
+                   "vocab": 32000, "global_batch": 1024,
+                   "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 13B",
+                   "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
     "llama2-70b": {"params": 68_977_000_000, "layers": 80, "hidden": 8192, "heads": 64, "seq_len": 4096,
-                   "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 70B"},
+                   "vocab": 32000, "global_batch": 1024,
+                   "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 70B",
+                   "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
+    "megatron-1.7b": _gpt(24, 2304, 24, 512), "megatron-3.6b": _gpt(30, 3072, 32, 512),
+    "megatron-7.5b": _gpt(36, 4096, 32, 512), "megatron-18b": _gpt(40, 6144, 48, 1024),
+    "megatron-39b": _gpt(48, 8192, 64, 1536), "megatron-76b": _gpt(60, 10240, 80, 1792),
+    "megatron-146b": _gpt(80, 12288, 96, 2304), "megatron-310b": _gpt(96, 16384, 128, 2160),
+    "megatron-530b": _gpt(105, 20480, 128, 2520), "megatron-1t": _gpt(128, 25600, 160, 3072),
 }
+ATTENTION = ("flash", "unfused")
 
 # bytes per parameter: p (parameters as stored and gathered), g (gradients as reduced),
 # k (optimizer states: Adam m and v, plus an fp32 master copy when p is 16-bit);
@@ -41,7 +71,7 @@ PRECISIONS = {
             "note": "fp32 parameters and gradients, bf16 compute (torch.autocast), Adam fp32"},
     "fp32": {"p": 4, "g": 4, "k": 8, "act": 4, "note": "fp32 throughout, Adam fp32"},
 }
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full")     # select also takes "auto": the cheapest that fits
 SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -70,7 +100,8 @@ def _derived_shape(params):
 
 
 def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
-          micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="selective"):
+          micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
+          attention=None):
     if model and params:
         raise UsageError("give --model or --params, not both")
     if model:
@@ -94,6 +125,7 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
             w["shape_note"] = "layers/hidden derived: params = 12 L h^2, hidden = 128 L"
         w["heads"] = heads or max(1, w["hidden"] // 128)
         w["seq_len"] = 2048
+        w["vocab"] = 0                      # unknown: embeddings are counted in params only
     else:
         raise UsageError("give --model NAME or --params N (see --help)")
     w.setdefault("kind", "transformer")
@@ -103,8 +135,20 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         w["seq_len"] = seq_len
     if w["kind"] != "transformer":
         w["seq_len"] = 1                     # one sample is the unit: throughput in samples/s
+    # a given micro-batch is kept; otherwise select tries 1, 2, 4, 8 sequences (a CNN keeps
+    # its preset's); w["micro_batch"] is the reference size of --step-time
+    w["micro_batch_fixed"] = bool(micro_batch)
     w["micro_batch"] = micro_batch or w.get("micro_batch", 1)
-    w["global_batch"] = global_batch        # None: one micro-batch per GPU per step
+    if global_batch:
+        w["global_batch"], w["global_batch_source"] = global_batch, "--global-batch"
+    elif w.get("global_batch"):
+        w["global_batch_source"] = w.get("recipe_source", w["source"])
+    else:                                   # no recipe: one micro-batch per GPU (assumed)
+        w["global_batch"], w["global_batch_source"] = None, "assumed: one micro-batch per GPU (give --global-batch)"
+    w.setdefault("vocab", 0)
+    w["attention"] = attention or w.get("attention", "flash")
+    if w["attention"] not in ATTENTION:
+        raise UsageError(f"unknown --attention {attention!r} ({', '.join(ATTENTION)})")
     if precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {precision!r} (amp, bf16, fp32)")
     w["precision"] = precision
@@ -113,18 +157,27 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     if bucket_mb is None or bucket_mb <= 0:
         raise UsageError("--bucket-mb must be > 0")
     w["bucket_mb"] = bucket_mb
-    if recompute not in RECOMPUTE:
-        raise UsageError(f"unknown --recompute {recompute!r} ({', '.join(RECOMPUTE)})")
+    if recompute not in RECOMPUTE + ("auto",):
+        raise UsageError(f"unknown --recompute {recompute!r} (auto, {', '.join(RECOMPUTE)})")
     w["recompute"] = recompute if w["kind"] == "transformer" else "none"
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
-def flops_per_sample(w):
-    """Training FLOPs of one sample (one sequence), recomputation included."""
+def flops_per_sample(w, recompute="none"):
+    """Training FLOPs of one sample (one sequence) with `recompute`. Transformers
+    (Narayanan et al. 2021, section 5.1, generalised to any parameter count P): forward =
+    2 s P + 4 s^2 l h (the weights, embeddings and logits included in P, plus attention
+    scores and their use); training = 3 x forward; full recomputation adds a forward,
+    selective (unfused attention) the attention scores' forward 4 s^2 l h. With
+    P = 12 l h^2 + V h this is the paper's 96 B s l h^2 (1 + s/6h + V/16lh) under full
+    recomputation."""
     if w["kind"] != "transformer":
         return w["flops_per_sample"]
-    f = 6.0 * w["params"] * w["seq_len"]
-    return f * 4 / 3 if w["recompute"] == "full" else f
+    s = w["seq_len"]
+    attn = 4.0 * s * s * w["layers"] * w["hidden"]
+    fwd = 2.0 * s * w["params"] + attn
+    extra = fwd if recompute == "full" else (attn if recompute == "selective" and w["attention"] == "unfused" else 0)
+    return 3 * fwd + extra
 
 
 def tensors(w):

@@ -1,0 +1,72 @@
+"""Compute time of one micro-batch on one GPU (docs/selection.md, "Compute").
+
+Three ways, in order of preference:
+  --step-time T   measured (tools/bench_train_step.py on the user's GPU): T seconds per
+                  micro-batch of the whole model, scaled by the share of the model a GPU
+                  holds and the micro-batch size;
+  --mfu F         FLOPs / (peak x F), one utilisation for every layer;
+  default         a roofline per transformer layer: matrix FLOPs / (peak x GEMM_EFFICIENCY)
+                  + bytes the element-wise kernels move / HBM bandwidth, where those bytes
+                  are ELEMENTWISE_PASSES x the activations a layer keeps (Korthikanti et al.
+                  2022, Table 2, without recomputation: layer norms, dropouts, GeLU and, with
+                  unfused attention, the a s^2 score matrix). Small hidden sizes spend more
+                  of their time in those memory-bound kernels, which a single MFU misses.
+GEMM_EFFICIENCY and ELEMENTWISE_PASSES are assumptions (labelled so in every answer); with
+them the SC'21 Table 1 runs come out within 15% (docs/benchmarks/selection-published.md).
+A CNN (no layer shapes) takes FLOPs / (peak x CNN_MFU)."""
+from __future__ import annotations
+
+from . import gpus as GP
+from . import memory as M
+from . import workload as W
+
+GEMM_EFFICIENCY = 0.7        # share of the dense peak that transformer GEMMs reach (assumed)
+ELEMENTWISE_PASSES = 8       # times each kept activation byte crosses HBM per step (assumed)
+CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed)
+
+
+class Compute:
+    """Seconds of one micro-batch of b samples on one GPU holding 1/tp of each of `layers`
+    layers (plus the logits when `logits`), with recomputation `recompute`."""
+
+    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None):
+        self.w, self.gpu = w, gpu
+        self.step_time, self.mfu = step_time, mfu
+        peak = gpu_tflops or gpu["peak_tflops"]
+        if w["precision"] == "fp32" and not gpu_tflops:
+            peak /= 2
+        self.peak = peak * 1e12
+        self.hbm = gpu["hbm_tbs"] * 1e12
+        if step_time is not None:
+            self.note = f"--step-time {step_time:g} s per micro-batch of {w['micro_batch']} (given)"
+        elif mfu is not None:
+            self.note = f"FLOPs / ({peak:g} TFLOPS {gpu['source']} x --mfu {mfu:g})"
+        elif w["kind"] != "transformer":
+            self.note = f"FLOPs / ({peak:g} TFLOPS {gpu['source']} x MFU {CNN_MFU:g}, assumed)"
+        else:
+            self.note = (f"matrix FLOPs / ({peak:g} TFLOPS {gpu['source']} x GEMM efficiency "
+                         f"{GEMM_EFFICIENCY:g}, assumed) + {ELEMENTWISE_PASSES} x kept activations / "
+                         f"{gpu['hbm_tbs']:g} TB/s HBM (assumed passes)")
+
+    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False):
+        """One micro-batch of b samples through layer_share of the layers, 1/tp of each."""
+        w = self.w
+        flops = W.flops_per_sample(w, recompute) * b * layer_share / tp
+        if self.step_time is not None:
+            ref = W.flops_per_sample(w, "none") * w["micro_batch"]
+            return self.step_time * flops / ref
+        if self.mfu is not None:
+            return flops / (self.peak * self.mfu)
+        if w["kind"] != "transformer":
+            return flops / (self.peak * CNN_MFU)
+        kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
+        return flops / (self.peak * GEMM_EFFICIENCY) + ELEMENTWISE_PASSES * kept / self.hbm
+
+
+def gpu_figures(cluster, gpu_name=None):
+    """The data-sheet entry used (with 'source'): --gpu, else the GPU in the results, else assumed."""
+    name = gpu_name or cluster.get("gpu_name")
+    entry, key = GP.lookup(name)
+    if entry:
+        return dict(entry, source=f"{key} data sheet", name=key)
+    return dict(GP.ASSUMED, source="assumed H100-class (no GPU named: give --gpu)", name=None)
