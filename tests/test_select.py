@@ -250,13 +250,45 @@ def test_show_model(capsys, dgx4):
     assert ar and ar[0]["beta_gbs"] == pytest.approx(45, rel=0.01)
 
 
+CPU_DOCS = ("docs/heatmaps/netns4-results.json", "docs/benchmarks/rdma_sweep_vm_bw.json")
+
+
 @pytest.mark.parametrize("doc", REPO_DOCS)
 def test_repo_documents(capsys, doc):
-    code, res = run_json(capsys, os.path.join(ROOT, doc), "--model", "llama2-7b")
+    gpu = ("--gpu", "H100") if doc in CPU_DOCS else ()
+    code, res = run_json(capsys, os.path.join(ROOT, doc), "--model", "llama2-7b", *gpu)
     assert res["candidates"] and res["recommendation"]["rationale"]
     assert code == (0 if any(c["feasible"] for c in res["candidates"]) else 1)
-    code, out, err = run(capsys, os.path.join(ROOT, doc), "--model", "llama2-7b", "--explain")
-    assert "recommendation:" in out and "rules path:" in out
+    code, out, err = run(capsys, os.path.join(ROOT, doc), "--model", "llama2-7b", "--explain", *gpu)
+    assert out.startswith("recommendation:") and "rules path:" in out
+
+
+@pytest.mark.parametrize("doc", CPU_DOCS)
+def test_cpu_run_needs_the_gpu_named(capsys, doc):
+    """A gloo/tcp/rdma run on CPUs says nothing of the GPUs to plan: one line, exit 2
+    (it silently assumed 80 GB H100s before)."""
+    code, out, err = run(capsys, os.path.join(ROOT, doc), "--model", "llama2-7b")
+    assert code == 2 and "--gpu NAME" in err and err.count("\n") == 1 and not out
+
+
+def test_terminal_answer_first(capsys, dgx4, monkeypatch):
+    """The answer opens the output: layout, the flags to set, why, then what it assumed;
+    the table's top row is the recommendation, marked; times read as us/ms/s."""
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = run(capsys, *dgx4, "--model", "llama2-13b")
+    lines = out.splitlines()
+    assert lines[0].startswith("recommendation: ")
+    layout = lines[0].split()[1]
+    assert lines[1].startswith("  set: ") and any(l.startswith("  why: ") for l in lines[:6])
+    i = lines.index("assumed (defaults this answer rests on; the flag that changes each):")
+    assumed = lines[i + 1:i + 8]
+    assert any("global batch 1024: the preset's recipe" in l for l in assumed)
+    rows = [l for l in lines if l.lstrip().startswith("*")]
+    assert len(rows) == 1 and rows[0].split()[1] == layout
+    header = next(n for n, l in enumerate(lines) if "layout" in l and "eff." in l)
+    assert lines[header + 2].split()[:2] == ["*", layout]
+    assert not any("e-0" in l or "e+0" in l for l in lines), "scientific notation in the output"
+    assert max(len(l) for l in lines[header - 2: header + 12]) <= 100
 
 
 def test_elastic_and_jax(capsys, dgx4):
@@ -269,7 +301,7 @@ def test_elastic_and_jax(capsys, dgx4):
 def test_html_page_with_heatmap(capsys, tmp_path):
     out = tmp_path / "train.html"
     code, _, err = run(capsys, os.path.join(ROOT, "docs/heatmaps/netns4-results.json"), "--model", "bert-large",
-                       "--html", str(out))
+                       "--gpu", "H100", "--html", str(out))
     assert code == 0, err
     page = out.read_text()
     assert "What this means for training" in page and "<h2>Candidates</h2>" in page

@@ -13,6 +13,7 @@ from comm_bench.select import select
 from comm_bench.select.linkfit import fit_documents
 from comm_bench.select.linkmodel import LinkModel
 from comm_bench.select import cluster as C
+from comm_bench.select.layouts import DP_LAYOUTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -80,13 +81,17 @@ def test_measured_shape_is_read_off_its_curve(a100):
 
 @pytest.mark.parametrize("model", ["bert-large", "resnet50"])
 def test_small_model_on_ethernet_gets_data_parallelism(tmp_path, model):
-    """4 nodes x 8 A100 over one 100 GbE port each, the preset's recipe batch: DDP."""
+    """4 nodes x 8 A100 over one 100 GbE port each, the preset's recipe batch: data
+    parallelism (DDP, or sharded data parallelism whose parameter all_gathers hide behind
+    forward), never tensor or pipeline parallelism; the configuration is named."""
     docs = CK.cluster_documents(str(tmp_path), nic_gbs=12.5, nic_kind="ethernet", pair_gbs=11.5, node_gbs=11.5)
     res = select(docs, model=model, nodes=4, gpu="A100")
     rec = next(c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"])
-    assert rec["kind"] == "ddp" and rec["tp"] == 1 and rec["pp"] == 1
-    assert rec["global_batch"] == {"bert-large": 256, "resnet50": 256}[model]
-    assert any(line.startswith("set: DistributedDataParallel") for line in res["recommendation"]["rationale"])
+    assert rec["kind"] in DP_LAYOUTS and rec["tp"] == 1 and rec["pp"] == 1, rec["layout"]
+    assert rec["global_batch"] == 256
+    assert any(line.startswith("set: ") for line in res["recommendation"]["rationale"])
+    if model == "resnet50":                  # 25 M parameters: nothing to shard
+        assert rec["kind"] == "ddp"
 
 
 @pytest.mark.parametrize("model,nodes", [("llama2-70b", 8), ("megatron-530b", 315), ("llama2-7b", 2)])

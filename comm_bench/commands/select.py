@@ -43,6 +43,8 @@ def _count(ctx, param, value):
 @click.option("--step-time", type=float, default=None,
               help="Compute seconds of one micro-batch (forward + backward) of the whole model on one GPU.")
 @click.option("--gpu-tflops", type=float, default=None, help="Peak TFLOPS per GPU (default: by GPU name).")
+@click.option("--compute-from", default=None, type=click.Path(dir_okay=False),
+              help="GEMM efficiency measured on your GPU: a tools/bench_train_step.py JSON file.")
 @click.option("--mfu", type=float, default=None,
               help="One model FLOPs utilisation for all compute (default: a per-layer roofline, docs/selection.md).")
 @click.option("--ecosystem", type=click.Choice(["pytorch", "jax"]), default="pytorch", show_default=True)

@@ -15,12 +15,13 @@ from ..results import check_document, load as load_results
 from . import cluster as C
 from . import facts as F
 from . import frameworks as FW
+from . import gpus as GP
 from . import rules as R
 from . import workload as W
-from .layouts import state_bytes
-from .linkfit import fit_documents
-from .linkmodel import LinkModel, human
+from .answer import assumptions, recommendation
 from .compute import Compute, gpu_figures
+from .linkfit import fit_documents
+from .linkmodel import LinkModel
 from .predict import DEFAULT_OVERLAP, predict
 from .strategies import candidates
 
@@ -75,7 +76,8 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
-           intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None):
+           intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None,
+           compute_from=None):
     rule_list = R.load(rules)                  # bad rules fail before any work
     check_numbers(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, micro_batch=micro_batch,
                   global_batch=global_batch, nodes=nodes, gpus_per_node=gpus_per_node, step_time=step_time,
@@ -84,17 +86,21 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
                   mem_headroom=headroom)
     docs = _docs(paths)
     cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem), gpu)
+    if not cl["gpu_name"] and not (gpu_mem and gpu_tflops):
+        # a CPU run (gloo, tcp) says nothing of the GPUs to plan for: never assume them silently
+        raise UsageError(f"the results name no GPU (a CPU run?): say which GPU to plan for with --gpu NAME "
+                         f"({', '.join(GP.GPUS)}), or give --gpu-mem and --gpu-tflops")
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
                 bucket_mb, recompute, attention)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
-    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops)
+    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from)
     w["compute_note"] = comp.note
     cands = [predict(c, w, cl, lm, comp, overlap, headroom) for c in candidates(w, cl)]
     for c in cands:
         c["framework"] = FW.name_for(c["kind"], ecosystem)
     facts = F.build(cands, cl, w, lm, ecosystem, elastic)
     chosen, then, path = R.decide(rule_list, facts, cands)
-    rec = recommendation(chosen, then, facts, w, cl, ecosystem, elastic)
+    rec = recommendation(chosen, then, facts, w, cl, ecosystem, elastic, assumptions(w, cl, lm, chosen, comp))
     scopes = [s for s, need in (("intra-node", cl["gpus_per_node"] > 1), ("inter-node", cl["nodes"] > 1)) if need]
     ok = [c for c in cands if c["feasible"] and (min_efficiency is None or c["efficiency"] >= min_efficiency)]
     cands.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
@@ -112,42 +118,3 @@ def plan_layout(res, kind, tp=1, pp=1, recompute="full", distributed_optimizer=F
              "dp": cl["world_size"] // (tp * pp)}
     return predict(shape, w, cl, lm, comp, overlap, headroom,
                    force=(recompute, distributed_optimizer, sequence_parallel))
-
-
-def recommendation(c, then, facts, w, cl, ecosystem, elastic):
-    if c is None:
-        return {"layout": None, "framework": None,
-                "rationale": [R.render(x, facts) for x in then["rationale"]] or ["no feasible layout"]}
-    fw = then.get("framework") or c["framework"]
-    fam, entry = FW.info(fw)
-    lines = [f"cluster: {cl['nodes']} node(s) x {cl['gpus_per_node']} GPU(s) ({cl['gpu_name'] or 'no GPU named'}, "
-             f"{cl['gpu_mem_gb']:.1f} GB each: {cl['sources']['gpu_mem_gb']}), NVLink domain "
-             f"{cl['nvlink_domain']}; from {', '.join(cl['from'])}",
-             f"memory/GPU: model states {c['model_states_gb']:.2f} GB + activations {c['activations_gb']:.2f} GB"
-             + (f" + gather buffers {c['buffers_gb']:.2f} GB" if c['buffers_gb'] else "")
-             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {sum(state_bytes(c['kind'], w)[0].values())} B/param unsharded)"]
-    for item in c["collectives"]:
-        lines.append(f"{item['what']}: {item['count']} x, {human(item['bytes'])} per step -> {item['seconds']:.4g} s "
-                     f"[{item['source']}: {item['note']}]")
-    switches = [x for x, on in ((f"{c['recompute']} recomputation", c["recompute"] != "none"),
-                                ("distributed optimizer", c.get("distributed_optimizer")),
-                                ("sequence parallel", c.get("sequence_parallel"))) if on]
-    lines.append(f"layout: tp {c['tp']} x pp {c['pp']}" + (f" (interleaved, {c['virtual_stages']} virtual stages)"
-                 if c["virtual_stages"] > 1 else "") + f" x dp {c['dp']}; micro-batch {c['micro_batch']} x "
-                 f"{c['microbatches']} per step = global batch {c['global_batch']} ({w['global_batch_source']})"
-                 + (f"; to fit: {', '.join(switches)}" if switches else ""))
-    lines += [f"set: {line}" for line in c["config"]]
-    lines.append(f"step: compute {c['compute_s']:.4g} s ({w['compute_note']}) + exposed communication "
-                 f"{c['exposed_comm_s']:.4g} s (--overlap {c['overlap']:g}: {c['overlap_source']})"
-                 + (f", pipeline bubble {c['bubble']:.0%}" if c["bubble"] else "")
-                 + f" = {c['step_s']:.4g} s; efficiency {c['efficiency']:.1%} vs one GPU")
-    lines += [R.render(x, facts) for x in then["rationale"]]
-    if entry:
-        lines.append(f"{fam}: backend {entry['backend']}; runs {entry['scheduling_unit']}; k8s: "
-                     f"{entry['k8s_operator']}; migration: {entry['migration']}")
-    if elastic:
-        el = entry.get("elasticity", "unknown")
-        lines.append(f"--elastic: {fam} elasticity: {el}")
-        if ecosystem == "pytorch" and "TorchElastic" in el and "TorchElastic" not in fw:
-            fw = f"{fw} + TorchElastic"
-    return {"layout": c["layout"], "framework": fw, "rationale": lines}

@@ -1,10 +1,14 @@
 """Compute time of one micro-batch on one GPU (docs/selection.md, "Compute").
 
-Three ways, in order of preference:
+Four ways, in order of preference:
   --step-time T   measured (tools/bench_train_step.py on the user's GPU): T seconds per
                   micro-batch of the whole model, scaled by the share of the model a GPU
                   holds and the micro-batch size;
   --mfu F         FLOPs / (peak x F), one utilisation for every layer;
+  --compute-from  the roofline below with the GEMM efficiency measured by
+                  tools/bench_train_step.py on the user's GPU (its model is GEMMs only:
+                  efficiency = 6 P tokens / (compute seconds x peak)), interpolated in
+                  log(hidden / tp) between its cases;
   default         a roofline per transformer layer: matrix FLOPs / (peak x GEMM_EFFICIENCY)
                   + bytes the element-wise kernels move / HBM bandwidth, where those bytes
                   are ELEMENTWISE_PASSES x the activations a layer keeps (Korthikanti et al.
@@ -16,6 +20,8 @@ them the SC'21 Table 1 runs come out within 15% (docs/benchmarks/selection-publi
 A CNN (no layer shapes) takes FLOPs / (peak x CNN_MFU)."""
 from __future__ import annotations
 
+import math
+
 from . import gpus as GP
 from . import memory as M
 from . import workload as W
@@ -25,12 +31,31 @@ ELEMENTWISE_PASSES = 8       # times each kept activation byte crosses HBM per s
 CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed)
 
 
+def measured_gemm_efficiency(path, peak_tflops):
+    """[(hidden, efficiency)] of a tools/bench_train_step.py file (its cases' local compute)."""
+    import json
+    from ..errors import UsageError
+    from ..safefile import read_bounded
+    raw = read_bounded(path, "bench_train_step file")
+    try:
+        bench = json.loads(raw)
+        tokens = bench["micro_batch"] * bench["seq_len"]
+        pts = sorted((float(c["hidden"]), 6.0 * c["params"] * tokens / (c["compute_s"] * peak_tflops * 1e12))
+                     for c in bench["cases"] if c.get("compute_s"))
+    except (ValueError, KeyError, TypeError, ZeroDivisionError, RecursionError) as e:
+        raise UsageError(f"--compute-from {path}: not a bench_train_step file ({e})") from None
+    if not pts or not all(0 < e <= 1 for _, e in pts):
+        raise UsageError(f"--compute-from {path}: no case with a compute time at or below the GPU's peak")
+    return pts, bench.get("device") or "?"
+
+
 class Compute:
     """Seconds of one micro-batch of b samples on one GPU holding 1/tp of each of `layers`
     layers (plus the logits when `logits`), with recomputation `recompute`."""
 
-    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None):
+    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None, compute_from=None):
         self.w, self.gpu = w, gpu
+        self.gemm_points = None
         self.step_time, self.mfu = step_time, mfu
         peak = gpu_tflops or gpu["peak_tflops"]
         if w["precision"] == "fp32" and not gpu_tflops:
@@ -44,9 +69,22 @@ class Compute:
         elif w["kind"] != "transformer":
             self.note = f"FLOPs / ({peak:g} TFLOPS {gpu['source']} x MFU {CNN_MFU:g}, assumed)"
         else:
-            self.note = (f"matrix FLOPs / ({peak:g} TFLOPS {gpu['source']} x GEMM efficiency "
-                         f"{GEMM_EFFICIENCY:g}, assumed) + {ELEMENTWISE_PASSES} x kept activations / "
-                         f"{gpu['hbm_tbs']:g} TB/s HBM (assumed passes)")
+            eff = f"GEMM efficiency {GEMM_EFFICIENCY:g}, assumed"
+            if compute_from:
+                self.gemm_points, device = measured_gemm_efficiency(compute_from, peak)
+                eff = ("GEMM efficiency " + ", ".join(f"{e:.3g} at hidden {h:g}" for h, e in self.gemm_points)
+                       + f", measured on {device} ({compute_from})")
+            self.note = (f"matrix FLOPs / ({peak:g} TFLOPS {gpu['source']} x {eff}) + {ELEMENTWISE_PASSES} x "
+                         f"kept activations / {gpu['hbm_tbs']:g} TB/s HBM (assumed passes)")
+
+    def gemm_efficiency(self, width):
+        """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
+        width, held at the ends), else the assumed constant."""
+        pts = self.gemm_points
+        if not pts:
+            return GEMM_EFFICIENCY
+        import numpy as np
+        return float(np.interp(math.log(width), [math.log(h) for h, _ in pts], [e for _, e in pts]))
 
     def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each."""
@@ -60,7 +98,8 @@ class Compute:
         if w["kind"] != "transformer":
             return flops / (self.peak * CNN_MFU)
         kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
-        return flops / (self.peak * GEMM_EFFICIENCY) + ELEMENTWISE_PASSES * kept / self.hbm
+        eff = self.gemm_efficiency(w["hidden"] / tp)
+        return flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
 
 
 def gpu_figures(cluster, gpu_name=None):

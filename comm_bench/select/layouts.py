@@ -10,6 +10,9 @@ and how often, what hides them, and the configuration that sets it up.
     params       parameter all_gather: None, "step" (after the optimizer step), "microbatch"
                  (before forward and again before backward of each unit)
     replicas     hybrid sharding: the shard's gradients are all-reduced across nodes too
+    hpz          ZeRO++ hierarchical partitioning (Wang et al. 2023, arXiv 2306.10209): a
+                 second copy of the parameters sharded within the node, so the backward
+                 all_gather stays inside it (memory: + p psi / GPUs per node)
     overlap      what hides the data-parallel traffic (docs/selection.md, Overlap):
                  "backward" the last micro-batch's backward, "compute" all compute,
                  "none" nothing (Megatron-LM reduces after the pipeline flush)
@@ -30,6 +33,7 @@ class Layout:
     params: str | None
     overlap: str
     replicas: bool = False
+    hpz: bool = False
     model_parallel: bool = False
     across_nodes_only: bool = False      # a candidate only where there are several nodes
 
@@ -42,6 +46,8 @@ LAYOUTS = {l.kind: l for l in (
     Layout("fsdp", "fsdp", "pgk", "dp", ("reduce_scatter", "microbatch"), "microbatch", "compute"),
     Layout("fsdp-hybrid", "fsdp", "pgk", "node", ("reduce_scatter", "microbatch"), "microbatch", "compute",
            replicas=True, across_nodes_only=True),
+    Layout("zero-3-hpz", "zero-3-hpz", "pgk", "dp", ("reduce_scatter", "microbatch"), "microbatch", "compute",
+           hpz=True, across_nodes_only=True),
     Layout("megatron", "megatron", "", "dp", ("all_reduce", "step"), None, "none", model_parallel=True),
 )}
 DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)
@@ -90,7 +96,9 @@ def config_lines(c, w):
             lines.append(f"torch.utils.checkpoint: {ckpt}")
         return lines
     if kind.startswith("zero-"):
-        cfg = (f'{{"zero_optimization": {{"stage": {kind[-1]}, "overlap_comm": true}}, '
+        stage = kind.split("-")[1]
+        hpz = f', "zero_hpz_partition_size": {c["hpz_size"]}' if LAYOUTS[kind].hpz else ""
+        cfg = (f'{{"zero_optimization": {{"stage": {stage}, "overlap_comm": true{hpz}}}, '
                f'"{ "bf16" if w["precision"] == "bf16" else "fp16"}": {{"enabled": true}}, '
                f'"train_micro_batch_size_per_gpu": {b}, "gradient_accumulation_steps": {m}}}')
         return [f"DeepSpeed config: {cfg}"] + ([f"deepspeed.checkpointing: {ckpt}"] if ckpt else [])

@@ -52,6 +52,17 @@ def human(n):
     return f"{n:.0f} B"
 
 
+def human_s(t):
+    """Seconds as a person reads them: 84.1 us, 3.2 ms, 1.25 s."""
+    if t is None:
+        return "-"
+    if abs(t) < 1e-3:
+        return f"{t * 1e6:.3g} us"
+    if abs(t) < 1:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t:.4g} s"
+
+
 class Link:
     def __init__(self, scope, cls, alpha, beta, source, note, group=None, share=1.0):
         self.scope, self.cls, self.alpha, self.beta = scope, cls, alpha, beta

@@ -3,19 +3,25 @@ from __future__ import annotations
 
 import json
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+
+from .linkmodel import human_s
 
 MAX_ROWS = 12
 CANDIDATE_KEYS = ("layout", "kind", "framework", "feasible", "reason", "model_states_gb", "activations_gb", "memory_gb",
                   "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "pp",
-                  "dp", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source", "collectives")
+                  "dp", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
+                  "config", "micro_batch", "virtual_stages", "recompute", "distributed_optimizer", "sequence_parallel",
+                  "global_batch", "collectives")
 LINK_KEYS = ("class", "scope", "op", "n", "alpha_us", "beta_gbs", "max_rel_err", "source", "transport", "sizes",
              "points", "from", "note")
 
 
 def _console():
-    return Console(width=160, highlight=False, soft_wrap=False)
+    # the terminal's width (COLUMNS, else 80 when not a terminal): tables wrap to fit
+    return Console(highlight=False, soft_wrap=False)
 
 
 def _f(v, fmt):
@@ -33,44 +39,66 @@ def link_table(rows):
     return t
 
 
+def _rate(c, w):
+    v = c["tokens_per_s"] if w["kind"] == "transformer" else c["samples_per_s"]
+    return "-" if v is None else f"{v:,.0f} {'tokens' if w['kind'] == 'transformer' else 'samples'}/s"
+
+
 def candidate_table(res):
-    w = res["workload"]
-    per = "tokens/s" if w["kind"] == "transformer" else "samples/s"
+    """The candidates, the recommended one first and marked *, then by efficiency; all
+    data-parallel layouts and the best model-parallel ones up to MAX_ROWS."""
+    w, rec = res["workload"], res["recommendation"]["layout"]
     t = Table(title=f"candidates: {w['name']} ({w['params'] / 1e9:.3g} B params, {w['precision']}), "
-                    f"{res['cluster']['nodes']} x {res['cluster']['gpus_per_node']} GPUs, "
-                    f"global batch {res['candidates'][0].get('global_batch') or '-'}")
-    for col in ("layout", "framework", "mem/GPU GB", "comm/step s", "exposed s", "step s", "efficiency", per,
-                "feasible", "comm from"):
-        t.add_column(col, justify="left" if col in ("layout", "framework", "feasible", "comm from") else "right")
+                    f"{res['cluster']['nodes']} x {res['cluster']['gpus_per_node']} GPUs")
+    t.box, t.pad_edge = box.SIMPLE_HEAD, False
+    per = "tokens/s" if w["kind"] == "transformer" else "samples/s"
+    for col in ("", "layout", "framework", "GB/GPU", "step", "exposed", "eff.", per, "fits"):
+        t.add_column(col, justify="left" if col in ("", "layout", "framework", "fits") else "right",
+                     no_wrap=col not in ("framework", "fits"))
     shown = [c for c in res["candidates"] if c["kind"] != "megatron"]
     shown += [c for c in res["candidates"] if c["kind"] == "megatron"][: max(0, MAX_ROWS - len(shown))]
-    shown.sort(key=lambda c: (not c["feasible"], -(c["efficiency"] or 0)))
+    shown.sort(key=lambda c: (c["layout"] != rec, not c["feasible"], -(c["efficiency"] or 0)))
     for c in shown:
-        rate = c["tokens_per_s"] if w["kind"] == "transformer" else c["samples_per_s"]
-        t.add_row(c["layout"], c["framework"], _f(c["memory_gb"], ".1f"), _f(c["comm_s"], ".4g"),
-                  _f(c["exposed_comm_s"], ".4g"), _f(c["step_s"], ".4g"), _f(c["efficiency"], ".1%"),
-                  _f(rate, ",.0f"), "yes" if c["feasible"] else f"no: {c['reason']}", c["comm_source"] or "-")
-    hidden = len(res["candidates"]) - len(shown)
-    return t, hidden
+        t.add_row("*" if c["layout"] == rec else "", c["layout"], c["framework"], _f(c["memory_gb"], ".1f"),
+                  human_s(c["step_s"]), human_s(c["exposed_comm_s"]), _f(c["efficiency"], ".1%"),
+                  _f(c["tokens_per_s"] if w["kind"] == "transformer" else c["samples_per_s"], ",.0f"),
+                  "yes" if c["feasible"] else f"no: {c['reason']}")
+    return t, len(res["candidates"]) - len(shown)
 
 
 def print_text(res, explain=False):
+    """The answer first (layout, flags, why, what it assumed), then the tables behind it."""
     con = _console()
-    con.print(link_table(res["link_model"]))
+    rec, w = res["recommendation"], res["workload"]
+    best = next((c for c in res["candidates"] if c["layout"] == rec["layout"]), None)
+    if best is not None:
+        con.print(f"recommendation: {rec['layout']} with {rec['framework']}: {_rate(best, w)}, step "
+                  f"{human_s(best['step_s'])}, efficiency {best['efficiency']:.1%}, {best['memory_gb']:.1f} GB/GPU",
+                  markup=False, soft_wrap=True)
+        for line in rec["config"]:
+            con.print(f"  set: {line}", markup=False, soft_wrap=True)
+        for line in rec["why"]:
+            con.print(f"  why: {line}", markup=False, soft_wrap=True)
+    else:
+        con.print("recommendation: none")
+        for line in rec["rationale"]:
+            con.print(f"  why: {line}", markup=False, soft_wrap=True)
+    if rec.get("assumed"):
+        con.print("assumed (defaults this answer rests on; the flag that changes each):")
+        for line in rec["assumed"]:
+            con.print(f"  - {line}", markup=False, soft_wrap=True)
+    if res["min_efficiency"] is not None:
+        con.print(f"--min-efficiency {res['min_efficiency']:g}: "
+                  + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
     t, hidden = candidate_table(res)
     con.print(t)
     if hidden:
         con.print(f"({hidden} more tp x pp x dp layouts in --json)")
-    rec = res["recommendation"]
-    if rec["layout"]:
-        con.print(f"recommendation: {rec['layout']} with {rec['framework']}")
-    else:
-        con.print("recommendation: none")
-    for line in rec["rationale"]:
-        con.print(f"  - {line}", markup=False, soft_wrap=True)
-    if res["min_efficiency"] is not None:
-        con.print(f"--min-efficiency {res['min_efficiency']:g}: "
-                  + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
+    if best is not None:
+        con.print("details:")
+        for line in rec["rationale"][len(rec["why"]) + len(rec["config"]):]:
+            con.print(f"  - {line}", markup=False, soft_wrap=True)
+    con.print(link_table(res["link_model"]))
     if explain:
         con.print("rules path:")
         for line in res["explain"]:

@@ -162,7 +162,7 @@ def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
     if v > 1 and m % pp:
         return None                           # Megatron's interleaved schedule needs m % pp == 0
     gb = m * b * dp
-    out = dict(c, micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=dist,
+    out = dict(c, hpz_size=min(cluster["gpus_per_node"], dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=dist,
                sequence_parallel=sp, microbatches=m, global_batch=gb)
     # memory
     sb, g_comm = state_bytes(kind, w)
@@ -176,6 +176,9 @@ def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
     acts = M.activation_bytes(w, b, tp, pp, m, rc, sp, v)
     units = fsdp_units(w)
     buffers = (2 * max(units) * sb["p"] + max(units) * sb["g"]) if "p" in lay.sharded else 0.0
+    node = g["node"][0] * g["node"][1]
+    if lay.hpz:                               # the node's secondary parameter partition
+        buffers += sb["p"] * psi / node
     mem = states + acts + buffers
     usable = cluster["gpu_mem_gb"] * (1 - headroom)
     out.update(model_states_gb=round(states / 1e9, 3), activations_gb=round(acts / 1e9, 3),
@@ -224,17 +227,19 @@ def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
     dp_total = grad.seconds
     exposed_list = []
     if lay.params == "microbatch":
-        ag, first = tl.add("parameter all_gather per unit (forward + backward)", "all_gather",
-                           [u * sb["p"] for u in units], dp_place, repeat=2 * m)
-        dp_total += ag.seconds
+        unit_p = [u * sb["p"] for u in units]
+        agf, first = tl.add("parameter all_gather per unit (forward)", "all_gather", unit_p, dp_place, repeat=m)
+        agb, _ = tl.add("parameter all_gather per unit (backward" + (", from the node's copy)" if lay.hpz else ")"),
+                        "all_gather", unit_p, g["node"] if lay.hpz else dp_place, repeat=m)
+        dp_total += agf.seconds + agb.seconds
         if lay.replicas and g["replicas"][1] > 1:
             rep, _ = tl.add("shard all_reduce across nodes per micro-batch", "all_reduce",
                             [u * g_comm / shard for u in units], g["replicas"], repeat=m)
             dp_total += rep.seconds
         # forward hides the forward all_gathers; backward the rest (backward all_gathers,
         # gradient reduce_scatter, the replicas' all_reduce)
-        fwd_ag = ag.seconds / (2 * m)
-        rest = (dp_total - ag.seconds / 2) / m
+        fwd_ag = agf.seconds / m
+        rest = (dp_total - agf.seconds) / m
         exposed_list.append(m * (max(first.seconds, fwd_ag - F * (t_mb - bwd)) + max(0.0, rest - F * bwd)))
     else:
         exposed_list.append(per_mb * max(last.seconds, grad.seconds / per_mb - F * bwd) if grad.seconds else 0.0)
