@@ -10,13 +10,28 @@ alpha in seconds per step, beta in bytes/s per link (the bus bandwidth). One ste
     binomial tree all_reduce   2 ceil(log2 n) (alpha + S/beta)   (reduce + broadcast)
 
 NCCL picks the faster algorithm, so predictions take the smaller of ring and tree.
+k_beta is the op's bus factor (comm_bench.ops, nccl-tests'); k_alpha the ring's steps.
 """
 from __future__ import annotations
 
 import math
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
-P2P_OPS = {"sendrecv", "send", "write", "read", "p2p"}
+from .. import ops as O
+
+RING_STEPS = {"all_reduce": lambda n: 2.0 * (n - 1), "all_gather": lambda n: float(n - 1),
+              "reduce_scatter": lambda n: float(n - 1)}
+OPS = tuple(RING_STEPS) + ("p2p",)
+# the measured ops that time one message one way between two ranks (a pipeline send):
+# not the copy-engine peer copies or the bidirectional runs, whose figures mean other things
+ONE_WAY_MESSAGES = ("sendrecv", "send", "write", "write_imm", "read", "p2p")
+
+
+def model_op(name):
+    """The cost-model op of a measured record's op: a collective with a ring model, "p2p"
+    for a one-way message, else None (not fitted)."""
+    if name in RING_STEPS:
+        return name
+    return "p2p" if name in ONE_WAY_MESSAGES else None
 
 
 def terms(op, n):
@@ -25,11 +40,9 @@ def terms(op, n):
         return 1.0, 1.0
     if n <= 1:
         return 0.0, 0.0
-    if op == "all_reduce":
-        return 2.0 * (n - 1), 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter"):
-        return float(n - 1), (n - 1) / n
-    raise ValueError(f"no cost model for op {op!r}")
+    if op not in RING_STEPS:
+        raise ValueError(f"no cost model for op {op!r}")
+    return RING_STEPS[op](n), O.OPS[op].bus_factor(n)
 
 
 def ring(op, S, n, alpha, beta):

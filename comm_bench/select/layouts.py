@@ -68,7 +68,7 @@ def state_bytes(kind, w):
 
 def config_lines(c, w):
     """The flags or configuration lines that set candidate c up as predicted."""
-    kind, b, m, rc = c["kind"], c["micro_batch"], c["microbatches"], c["recompute"]
+    kind, b, m, rc = c["kind"], c["micro_batch"], c["microbatches"] or 1, c["recompute"]
     if kind == "megatron":
         flags = [f"--tensor-model-parallel-size {c['tp']}", f"--pipeline-model-parallel-size {c['pp']}",
                  f"--micro-batch-size {b}", f"--global-batch-size {c['global_batch']}",

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from ..topology.linkmap import LinkMap
-from .collectives import OPS, P2P_OPS, terms
+from .collectives import model_op, terms
 
 SCOPES = ("intra-node", "inter-node")
 
@@ -101,10 +101,7 @@ def fit_alpha_beta(S, t):
 
 
 def _op(rec):
-    op = str(rec.get("op") or "")
-    if op in P2P_OPS:
-        return "p2p"
-    return op if op in OPS else None
+    return model_op(str(rec.get("op") or "")) if rec.get("op") else None
 
 
 def groups_from(doc, name=None):

@@ -129,8 +129,8 @@ def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None):
     gb = w["global_batch"] or w["micro_batch"] * cluster["world_size"]
     if w["micro_batch_fixed"]:
         bs = [w["micro_batch"]]
-    else:                                     # the sizes the batch holds, at least one
-        bs = sorted({b for b in MICRO_BATCHES + (w["micro_batch"],) if b * dp <= gb} or {max(1, gb // dp)})
+    else:                                     # the sizes the batch divides into, at least one
+        bs = sorted({b for b in MICRO_BATCHES + (w["micro_batch"],) if gb % (b * dp) == 0} or {1})
     vs = [1] + [v for v in VIRTUAL_STAGES[1:] if pp > 1 and w["layers"] % (pp * v) == 0]
     best, lean = None, None
     for b in bs:
@@ -140,8 +140,11 @@ def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None):
                 if out is None:
                     continue
                 if not out["feasible"]:
-                    if lean is None or out["memory_gb"] < lean["memory_gb"]:
+                    leaner = lambda o: (o["memory_gb"] is None, o["memory_gb"] or 0)  # noqa: E731
+                    if lean is None or leaner(out) < leaner(lean):
                         lean = out
+                    if out["memory_gb"] is None:
+                        break                 # the batch does not divide: no switch helps
                     continue
                 if best is None or out["step_s"] / out["global_batch"] < best["step_s"] / best["global_batch"]:
                     best = out
@@ -157,13 +160,14 @@ def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
     N, G = cluster["world_size"], cluster["gpus_per_node"]
     if v > 1 and pp == 1:
         return None
-    gb_want = w["global_batch"] or w["micro_batch"] * N
-    m = max(1, round(gb_want / (b * dp)))
+    gb = w["global_batch"] or w["micro_batch"] * N
+    m = gb // (b * dp)
+    out = dict(c, hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=dist,
+               sequence_parallel=sp, microbatches=m, global_batch=gb)
+    if gb % (b * dp):
+        return _no_batch(out, gb, b, dp)
     if v > 1 and m % pp:
         return None                           # Megatron's interleaved schedule needs m % pp == 0
-    gb = m * b * dp
-    out = dict(c, hpz_size=min(cluster["gpus_per_node"], dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=dist,
-               sequence_parallel=sp, microbatches=m, global_batch=gb)
     # memory
     sb, g_comm = state_bytes(kind, w)
     g = groups(c, G)
@@ -257,4 +261,14 @@ def evaluate(c, w, cluster, lm, compute, b, v, rc, dist, sp, overlap, headroom):
                samples_per_s=gb / step, tokens_per_s=gb * w["seq_len"] / step,
                comm_source=worst(*(i["source"] for i in tl.items)) if tl.items else "measured",
                collectives=tl.items, feasible=True, reason=f"fits: {mem / 1e9:.1f} of {usable:.1f} GB usable")
+    return out
+
+
+def _no_batch(out, gb, b, dp):
+    """A configuration the global batch cannot be split into (gb % (b x dp) != 0)."""
+    out.update(feasible=False, reason=f"global batch {gb} is not a multiple of micro-batch x dp = {b * dp} "
+                                      f"(--global-batch)", model_states_gb=None, activations_gb=None,
+               buffers_gb=None, memory_gb=None, step_s=None, efficiency=None, comm_s=None, exposed_comm_s=None,
+               compute_s=None, bubble=None, samples_per_s=None, tokens_per_s=None, comm_source=None,
+               collectives=[], overlap=None, overlap_source=None)
     return out
