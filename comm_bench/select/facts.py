@@ -9,7 +9,7 @@ PER_LAYOUT = ("fits", "efficiency", "step_s", "comm_s", "exposed_comm_s", "comm_
 GLOBAL = ("any_fits", "best_layout", "efficiency_best", "fits_megatron", "efficiency_megatron",
           "best_megatron", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
           "inter_latency_us", "inter_source", "nvlink", "nvlink_domain", "nodes", "gpus_per_node",
-          "world_size", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision", "model",
+          "world_size", "global_batch", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision", "model",
           "transformer")
 
 
@@ -56,6 +56,7 @@ def build(cands, cluster, w, lm, ecosystem, elastic):
         f[f"{pre}_source"] = lk.source if lk else None
     f.update(nvlink=cluster["nvlink"], nvlink_domain=cluster["nvlink_domain"], nodes=cluster["nodes"],
              gpus_per_node=cluster["gpus_per_node"], world_size=cluster["world_size"],
+             global_batch=w["global_batch"] or w["micro_batch"] * cluster["world_size"],
              gpu_mem_gb=cluster["gpu_mem_gb"], ecosystem=ecosystem, elastic=bool(elastic),
              params=w["params"], params_b=w["params"] / 1e9, precision=w["precision"], model=w["name"],
              transformer=w["kind"] == "transformer")
