@@ -13,7 +13,7 @@ from comm_bench import cli
 from comm_bench.select import collectives as CO
 from comm_bench.select import memory as M
 from comm_bench.select.linkfit import fit_alpha_beta, groups_from
-from comm_bench.select.predict import ddp_buckets
+from comm_bench.select.traffic import ddp_buckets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DOCS = ["docs/benchmarks/gpu-h200x2/nccl_ws2.json", "docs/benchmarks/gpu-h200x2/nccl_ws1.json",
