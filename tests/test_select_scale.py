@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-import select_docs as SD
 from comm_bench.select import select
 from comm_bench.select.linkfit import fit_documents
 from comm_bench.select.linkmodel import LinkModel

@@ -12,7 +12,7 @@ def assumptions(w, cl, lm, c, comp):
     """The defaults in effect that an answer rests on, each with the flag that changes it."""
     out = []
     if w["global_batch_source"].startswith("assumed"):
-        out.append(f"global batch: one micro-batch per GPU (--global-batch)")
+        out.append("global batch: one micro-batch per GPU (--global-batch)")
     elif w["global_batch_source"] != "--global-batch":
         out.append(f"global batch {w['global_batch']}: the preset's recipe, {w['global_batch_source']} (--global-batch)")
     if c is not None and not w["micro_batch_fixed"]:
