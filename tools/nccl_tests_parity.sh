@@ -7,7 +7,7 @@
 #
 # Run it from a built comm-bench checkout (tools/gpu_machine_run.sh builds one). nccl-tests
 # is built against the libnccl the nccl transport loads first (the nvidia-nccl wheel), with
-# the nvcc on PATH. Raw outputs and the comparison land in OUTDIR.
+# the nvcc on PATH (BUILD_ONLY=1: build and stop). Raw outputs and the comparison land in OUTDIR.
 set -euo pipefail
 src=$(cd "$1" && pwd); out=$2; rounds=${3:-3}; maxb=${4:-1G}; graphs=${5:-"0 10"}
 iters=${ITERS:-20}; warm=${WARMUP:-5}
@@ -20,16 +20,17 @@ home=${NCCL_TESTS_HOME:-/tmp/nccl_home}; build=${NCCL_TESTS_BUILD:-/tmp/nccl-tes
 mkdir -p "$home/lib"; cp -r "$wheel/include" "$home/"
 ln -sf "$wheel/lib/libnccl.so.2" "$home/lib/libnccl.so.2"; ln -sf libnccl.so.2 "$home/lib/libnccl.so"
 cuda=$(dirname "$(dirname "$(command -v nvcc)")")
-make -C "$src" -j"$(nproc)" MPI=0 CUDA_HOME="$cuda" NCCL_HOME="$home" BUILDDIR="$build" \
+flock /tmp/nccl-tests-build.lock make -C "$src" -j"$(nproc)" MPI=0 CUDA_HOME="$cuda" NCCL_HOME="$home" BUILDDIR="$build" \
   NVCC_GENCODE="${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}" >"$out/nccl_tests_build.log" 2>&1 \
   || { tail -30 "$out/nccl_tests_build.log"; exit 1; }
+[ -n "${BUILD_ONLY:-}" ] && exit 0
 export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 ops="all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"
 cb_ops=$(echo $ops | tr ' ' ,)
 cmds="$out/commands.txt"; : >"$cmds"
 run_cb() {  # $1 graph, $2 round
-  local c=(comm-bench sweep -t nccl --nprocs 1 --op "$cb_ops" -b 8 -e "$maxb" -f 2 -n "$iters" -w "$warm"
+  local c=(python3 -m comm_bench sweep -t nccl --nprocs 1 --op "$cb_ops" -b 8 -e "$maxb" -f 2 -n "$iters" -w "$warm"
            -G "$1" --no-progress -o "$out/cb_G$1_r$2.json")
   echo "${c[*]}" >>"$cmds"; "${c[@]}" >"$out/cb_G$1_r$2.txt" 2>&1
 }
