@@ -10,7 +10,7 @@
 # the nvcc on PATH (BUILD_ONLY=1: build and stop). Raw outputs and the comparison land in OUTDIR.
 set -euo pipefail
 src=$(cd "$1" && pwd); out=$2; rounds=${3:-3}; maxb=${4:-1G}; graphs=${5:-"0 10"}
-iters=${ITERS:-20}; warm=${WARMUP:-5}
+iters=${ITERS:-20}; warm=${WARMUP:-5}; reg=${REGISTER:-0}  # REGISTER: -R for both tools
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
@@ -31,12 +31,12 @@ cb_ops=$(echo $ops | tr ' ' ,)
 cmds="$out/commands.txt"; : >"$cmds"
 run_cb() {  # $1 graph, $2 round
   local c=(python3 -m comm_bench sweep -t nccl --nprocs 1 --op "$cb_ops" -b 8 -e "$maxb" -f 2 -n "$iters" -w "$warm"
-           -G "$1" --no-progress -o "$out/cb_G$1_r$2.json")
+           -G "$1" -R "$reg" --no-progress -o "$out/cb_G$1_r$2.json")
   echo "${c[*]}" >>"$cmds"; "${c[@]}" >"$out/cb_G$1_r$2.txt" 2>&1
 }
 run_ref() {
   for op in $ops; do
-    local c=("$build/${op}_perf" -b 8 -e "$maxb" -f 2 -g 1 -n "$iters" -w "$warm" -G "$1" -c 0)
+    local c=("$build/${op}_perf" -b 8 -e "$maxb" -f 2 -g 1 -n "$iters" -w "$warm" -G "$1" -R "$reg" -c 0)
     echo "${c[*]}" >>"$cmds"; "${c[@]}" >"$out/ref_${op}_G$1_r$2.txt" 2>&1
   done
 }

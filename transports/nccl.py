@@ -150,6 +150,8 @@ class NcclTransport(Transport):
         try:
             self.comm = mod.NcclBench(self.dev, ctx.world_size, ctx.rank, bytes.fromhex(uid),
                                       float(ctx.timeout), self.register)
+            if ctx.max_bytes:  # buffers for the largest size, once (nccl-tests allocates so)
+                self.comm.reserve(int(ctx.max_bytes))
         except mod.NativeError as exc:
             raise TransportError(f"rank {ctx.rank} (GPU {self.dev} on {ctx.host}): {exc}") from None
         self._pair_seq: dict = {}
@@ -211,5 +213,8 @@ class NcclTransport(Transport):
 
         return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": getattr(self, "info", {}),
                 "nccl": {"version": version_string(getattr(self, "lib_version", 0) or 0),
+                         # nccl-tests' communicator config (2.28+), see nccl_bench.cu
+                         "config": {"nvlinkCentricSched": 1} if (getattr(self, "lib_version", 0) or 0) >= 22800
+                         else {},
                          "version_code": getattr(self, "lib_version", 0), "path": getattr(self, "lib_path", None)},
                 "nccl_env": nccl_env(), "nvml": nvml.system()}

@@ -110,6 +110,9 @@ class NcclBench {
   NcclResult run(const std::string& op, size_t in_count, size_t out_count, const std::string& dtype,
                  const std::string& redop, int root, int peer, int iters, int warmup,
                  bool in_place, int graph, bool check, double timeout_s);
+  // Allocates (and registers, with -R) both buffers at `bytes` once, as nccl-tests
+  // allocates for its largest size; run() grows them only if asked for more.
+  void reserve(size_t bytes);
   int rank() const;
   int nranks() const;
   void destroy();   // ncclCommDestroy (ncclCommAbort after a failure); also on destruction

@@ -146,5 +146,6 @@ PYBIND11_MODULE(_cuda, m) {
            py::arg("root") = 0, py::arg("peer") = -1, py::arg("iters") = 20, py::arg("warmup") = 5,
            py::arg("in_place") = false, py::arg("graph") = 0, py::arg("check") = false,
            py::arg("timeout") = 600.0)
+      .def("reserve", &NcclBench::reserve, py::arg("bytes"), py::call_guard<py::gil_scoped_release>())
       .def("destroy", &NcclBench::destroy, py::call_guard<py::gil_scoped_release>());
 }

@@ -350,7 +350,16 @@ NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique
   std::thread([sh, id, nranks, rank, device]() {
     cudaSetDevice(device);
     ncclComm_t c = nullptr;
-    ncclResult_t r = api().CommInitRank(&c, nranks, id, rank);
+    ncclResult_t r;
+    if (api().version >= 22800 && api().CommInitRankConfig) {
+      // nccl-tests' communicator (src/common.cu initComms): the default config with
+      // nvlinkCentricSched = 1 from NCCL 2.28 on
+      ncclConfig_v22800 config;
+      config.nvlinkCentricSched = 1;
+      r = api().CommInitRankConfig(&c, nranks, id, rank, &config);
+    } else {
+      r = api().CommInitRank(&c, nranks, id, rank);
+    }
     std::lock_guard<std::mutex> lock(sh->mu);
     sh->r = r;
     sh->comm = c;
@@ -389,6 +398,14 @@ NcclBench::~NcclBench() {
   if (m->bar) cudaFree(m->bar);
   if (m->s) cudaStreamDestroy(m->s);
   delete m;
+}
+
+void NcclBench::reserve(size_t bytes) {
+  Impl& m = *impl_;
+  if (!m.comm) throw Error("the NCCL communicator is closed");
+  m.use();
+  m.ensure(m.send, m.send_reg, m.send_cap, bytes);
+  m.ensure(m.recv, m.recv_reg, m.recv_cap, bytes);
 }
 
 int NcclBench::rank() const { return impl_->rank; }

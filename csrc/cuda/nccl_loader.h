@@ -7,6 +7,7 @@
 #pragma once
 #include <dlfcn.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <mutex>
@@ -48,6 +49,19 @@ enum ncclDataType_t {
 };
 enum ncclRedOp_t { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 typedef struct ncclWindow_vidmem* ncclWindow_t;
+// ncclConfig_t as NCCL 2.28 declares it (ncclConfig_v22800). Used only with a library of
+// 2.28 or newer, which reads the fields up to the version the struct says it is.
+struct ncclConfig_v22800 {
+  size_t size = sizeof(ncclConfig_v22800);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 22800;
+  int blocking = INT_MIN, cgaClusterSize = INT_MIN, minCTAs = INT_MIN, maxCTAs = INT_MIN;
+  const char* netName = nullptr;
+  int splitShare = INT_MIN, trafficClass = INT_MIN;
+  const char* commName = nullptr;
+  int collnetEnable = INT_MIN, CTAPolicy = INT_MIN, shrinkShare = INT_MIN, nvlsCTAs = INT_MIN,
+      nChannelsPerNetPeer = INT_MIN, nvlinkCentricSched = INT_MIN;
+};
 const int NCCL_WIN_COLL_SYMMETRIC = 0x01;
 
 struct Api {
@@ -57,6 +71,7 @@ struct Api {
   ncclResult_t (*GetVersion)(int*) = nullptr;
   ncclResult_t (*GetUniqueId)(ncclUniqueId*) = nullptr;
   ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*CommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_v22800*) = nullptr;  // 2.14
   ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*CommAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
@@ -140,6 +155,7 @@ inline Api& load(const std::vector<std::string>& candidates) {
       continue;
     }
     sym(h, "ncclGetLastError", t.GetLastError);
+    sym(h, "ncclCommInitRankConfig", t.CommInitRankConfig);
     sym(h, "ncclAlltoAll", t.AlltoAll);
     sym(h, "ncclGather", t.Gather);
     sym(h, "ncclScatter", t.Scatter);
