@@ -94,7 +94,8 @@ AVERAGE_OPTION = Option("--average", int, 1, "nccl-tests' -a: time_us from the r
 NCCL_TESTS_TIMING = {
     "time_us": "pass 1: host clock from after a barrier of the ranks over iters launches + stream "
                "synchronize, / iters (-G N: N launches of a graph of iters, / iters x N); ranks "
-               "combined as extra.average (nccl-tests -a)",
+               "combined as extra.average (nccl-tests -a); iteration i at buffer offset "
+               "bytes x (i % (buffer / bytes)), as nccl-tests' startColl (no L2 reuse between iterations)",
     "gpu_time_us": "pass 1b: events around a batch of the same launches / launches",
     "latency_us": "pass 2: an event after each launch"}
 

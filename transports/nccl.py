@@ -7,7 +7,9 @@ optional CUDA-graph capture (--cudagraph N, nccl-tests' -G) and buffer registrat
 (-R, nccl-tests' -R). time_us is nccl-tests' figure, taken its way (src/common.cu,
 BenchTime): after a barrier of the ranks, a host clock spans `iters` launches and the
 stream synchronize (with -G N: N launches of a graph of `iters`), / the ops; the ranks'
-times combined as nccl-tests' -a (default 1: their mean). extra.gpu_time_us is the GPU
+times combined as nccl-tests' -a (default 1: their mean). Buffers are allocated once for
+the largest size and iteration i works at offset i x bytes (modulo the buffer), as
+nccl-tests' startColl does, so sizes that fit in L2 are not timed from L2. extra.gpu_time_us is the GPU
 time of a batch of the same launches (two events), so extra.launch_overhead_us = host -
 GPU; latency_us comes from a third pass with an event after each launch.
 

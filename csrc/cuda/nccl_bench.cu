@@ -9,7 +9,8 @@
 // and the clock spans N graph launches and the synchronize, / (iters x N). A second
 // batch of the same launches between two events gives the GPU time (host minus GPU =
 // launch overhead); a third pass with an event after each launch gives the spread.
-// Buffers come from ncclMemAlloc where the library has it (nccl-tests' allocator).
+// Buffers come from ncclMemAlloc where the library has it (nccl-tests' allocator), sized
+// once for the sweep's largest op (reserve); iteration i runs at the next offset in them.
 // Data are checked on the GPU against the values of comm_bench/ops.py:
 // value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
 #include <cuda_bf16.h>
@@ -488,61 +489,71 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
       used = calls[op];
     }
   }
-  auto issue = [&]() {
+  // Iteration i runs at offset span x (i % steps) of the buffers, as nccl-tests' startColl
+  // shifts it ("to avoid cache effects"): a size that fits in L2 is not served from L2 by
+  // the iteration before. steps = buffer size / the op's bytes (1: no room, no shift).
+  const size_t span = std::max(in_count, out_count) * es;
+  const size_t steps = std::max<size_t>(1, std::min(m.send_cap, m.recv_cap) / span);
+  auto issue_at = [&](int iter) {
+    const size_t shift = span * (size_t(iter) % steps);
+    char* const sp = sendp + shift;
+    char* const rp = recvp + shift;
     switch (op) {
-      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sendp, recvp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
-      case OP_BROADCAST: m.nccl(a.Broadcast(sendp, recvp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
-      case OP_REDUCE: m.nccl(a.Reduce(sendp, recvp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
-      case OP_ALL_GATHER: m.nccl(a.AllGather(sendp, recvp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
+      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sp, rp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
+      case OP_BROADCAST: m.nccl(a.Broadcast(sp, rp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
+      case OP_REDUCE: m.nccl(a.Reduce(sp, rp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
+      case OP_ALL_GATHER: m.nccl(a.AllGather(sp, rp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
       case OP_REDUCE_SCATTER:
-        m.nccl(a.ReduceScatter(sendp, recvp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
+        m.nccl(a.ReduceScatter(sp, rp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
         break;
       case OP_ALLTOALL:
         if (a.AlltoAll) {
-          m.nccl(a.AlltoAll(sendp, recvp, chunk, t, m.comm, m.s), "ncclAlltoAll");
+          m.nccl(a.AlltoAll(sp, rp, chunk, t, m.comm, m.s), "ncclAlltoAll");
           break;
         }
         m.nccl(a.GroupStart(), "ncclGroupStart");
         for (int p = 0; p < n; ++p) {
-          m.nccl(a.Send(sendp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
-          m.nccl(a.Recv(recvp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
+          m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
+          m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
         }
         m.nccl(a.GroupEnd(), "ncclGroupEnd (alltoall)");
         break;
       case OP_GATHER:
         if (a.Gather) {
-          m.nccl(a.Gather(sendp, recvp, chunk, t, root, m.comm, m.s), "ncclGather");
+          m.nccl(a.Gather(sp, rp, chunk, t, root, m.comm, m.s), "ncclGather");
           break;
         }
         m.nccl(a.GroupStart(), "ncclGroupStart");
-        m.nccl(a.Send(sendp, chunk, t, root, m.comm, m.s), "ncclSend");
+        m.nccl(a.Send(sp, chunk, t, root, m.comm, m.s), "ncclSend");
         if (r == root)
           for (int p = 0; p < n; ++p)
-            m.nccl(a.Recv(recvp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
+            m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
         m.nccl(a.GroupEnd(), "ncclGroupEnd (gather)");
         break;
       case OP_SCATTER:
         if (a.Scatter) {
-          m.nccl(a.Scatter(sendp, recvp, chunk, t, root, m.comm, m.s), "ncclScatter");
+          m.nccl(a.Scatter(sp, rp, chunk, t, root, m.comm, m.s), "ncclScatter");
           break;
         }
         m.nccl(a.GroupStart(), "ncclGroupStart");
         if (r == root)
           for (int p = 0; p < n; ++p)
-            m.nccl(a.Send(sendp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
-        m.nccl(a.Recv(recvp, chunk, t, root, m.comm, m.s), "ncclRecv");
+            m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
+        m.nccl(a.Recv(rp, chunk, t, root, m.comm, m.s), "ncclRecv");
         m.nccl(a.GroupEnd(), "ncclGroupEnd (scatter)");
         break;
       case OP_SENDRECV:
         m.nccl(a.GroupStart(), "ncclGroupStart");
-        m.nccl(a.Send(sendp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
-        m.nccl(a.Recv(recvp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
+        m.nccl(a.Send(sp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
+        m.nccl(a.Recv(rp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
         m.nccl(a.GroupEnd(), "ncclGroupEnd (sendrecv)");
         break;
-      case OP_SEND: m.nccl(a.Send(sendp, total, t, peer, m.comm, m.s), "ncclSend"); break;
-      case OP_RECV: m.nccl(a.Recv(recvp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
+      case OP_SEND: m.nccl(a.Send(sp, total, t, peer, m.comm, m.s), "ncclSend"); break;
+      case OP_RECV: m.nccl(a.Recv(rp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
     }
   };
+  auto issue = [&]() { issue_at(0); };
+
   auto prepare_data = [&]() {
     // poison the output (0xff: NaN for floats, -1 / 255 for integers; no expected value is either)
     if (!out_in_input)
@@ -557,9 +568,9 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   m.ensure_events(size_t(iters) + 2);
   if (check) prepare_data();
   // warm-up (untimed; also sets up NCCL's connections for this op)
-  for (int w = 0; w < warmup; ++w) issue();
+  for (int w = 0; w < warmup; ++w) issue_at(w);
   m.sync(deadline, op_name + " warm-up");
-  auto launch = [&](int) { issue(); };
+  auto launch = [&](int i) { issue_at(i); };
   const bool pair = op == OP_SEND || op == OP_RECV;
   auto barrier = [&]() { m.barrier(deadline, pair ? &issue : nullptr); };
   const double ops_timed = double(iters) * std::max(graph, 1);
@@ -585,7 +596,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
       res.mean_us = double(now_ns() - t0) / 1e3 / ops_timed;
     } else {
       const uint64_t t0 = now_ns();
-      for (int i = 0; i < iters; ++i) issue();
+      for (int i = 0; i < iters; ++i) issue_at(i);
       m.sync(deadline, op_name);
       res.mean_us = double(now_ns() - t0) / 1e3 / ops_timed;
     }
