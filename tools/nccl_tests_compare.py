@@ -1,6 +1,6 @@
 """Compare comm-bench's nccl sweeps with nccl-tests' own output (tools/nccl_tests_parity.sh).
 
-    python3 tools/nccl_tests_compare.py OUTDIR      # writes OUTDIR/compare.json, prints markdown
+    python3 tools/nccl_tests_compare.py OUTDIR      # writes OUTDIR/compare.{json,csv}, prints markdown
 
 OUTDIR holds cb_G{g}_r{r}.json (comm-bench results documents) and ref_{op}_G{g}_r{r}.txt
 (nccl-tests stdout). Per op, -G value and size: the median over rounds of each tool, their
@@ -10,6 +10,7 @@ nccl-tests' out-of-place column is compared (comm-bench's default is out of plac
 """
 from __future__ import annotations
 
+import csv
 import glob
 import json
 import os
@@ -145,6 +146,14 @@ def main(argv):
     summary = verdicts(rows)
     with open(os.path.join(argv[1], "compare.json"), "w") as f:
         json.dump({"rows": rows, "verdicts": summary, "nccl_api": api}, f, indent=1)
+    with open(os.path.join(argv[1], "compare.csv"), "w", newline="") as f:  # every round's time, both tools
+        w = csv.writer(f)
+        w.writerow(["op", "graph", "size", "nccl_tests_size", "ratio", "ref_spread", "comm_bench_us", "nccl_tests_us"])
+        for r in rows:
+            w.writerow([r["op"], r["graph"], r["size"], r["ref_printed_size"],
+                        "" if r["ratio"] is None else f"{r['ratio']:.4f}",
+                        "" if r["ref_spread"] is None else f"{r['ref_spread']:.4f}",
+                        " ".join(f"{x:g}" for x in r["cb_us"]), " ".join(f"{x:g}" for x in r["ref_us"])])
     print(markdown(rows, summary, api))
     return 0
 
