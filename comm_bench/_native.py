@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import importlib
 
+
+class NativeError(RuntimeError):
+    """What every native module (_C, _cuda, _ibverbs) raises for a failed call: one class,
+    so an `except mod.NativeError` catches it whichever module raised it."""
+
 _WHY_MISSING = {
     "_C": "the core extension was not built: reinstall with `pip install -e .` (needs a C++17 compiler)",
     "_ibverbs": "built without rdma-core headers: `apt-get install libibverbs-dev` and reinstall",

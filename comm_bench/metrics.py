@@ -46,7 +46,7 @@ def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, 
     time_us = lat["avg"] if mean_us is None else float(mean_us)
     extra = dict(extra or {})
     if mean_us is not None:
-        extra["timing"] = BATCH_TIMING
+        extra.setdefault("timing", BATCH_TIMING)
     if both_directions:
         reverse_mean_us = time_us
     if reverse_mean_us:  # per direction in algbw, both directions added up here

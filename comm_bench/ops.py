@@ -6,7 +6,8 @@ Formulas live here, never in a transport.
 
     algbw = S / t;  busbw = algbw x bus_factor(n)        (shared/DESIGN.md)
     S = bytes per rank: all_reduce, broadcast, reduce, sendrecv (and p2p ops)
-    S = bytes x n:      all_gather, reduce_scatter, alltoall
+    S = bytes x n:      all_gather, reduce_scatter, alltoall, gather, scatter
+                        (nccl-tests prints max(send, receive bytes): the root's whole buffer)
 """
 from __future__ import annotations
 
@@ -58,9 +59,9 @@ class Op:
     def counts(self, size: int, n: int, elem: int) -> tuple:
         """(input elements, output elements) of one rank's buffers for size S."""
         total = size // elem
-        if self.name == "all_gather":
+        if self.name in ("all_gather", "gather"):
             return total // n, total
-        if self.name == "reduce_scatter":
+        if self.name in ("reduce_scatter", "scatter"):
             return total, total // n
         return total, total
 
@@ -91,6 +92,10 @@ class Op:
             return self.value(ROOT, idx)
         if self.name == "all_gather":
             return xp.concatenate([self.value(r, idx) for r in range(n)])
+        if self.name == "gather":
+            return xp.concatenate([self.value(r, idx) for r in range(n)]) if rank == ROOT else None
+        if self.name == "scatter":
+            return self.value(ROOT, arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
         if self.name == "reduce_scatter":
             return all_sum(arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
         if self.name == "alltoall":
@@ -122,8 +127,14 @@ OPS = {op.name: op for op in (
     Op("broadcast", _one, rooted=True),
     Op("reduce", _one, reduces=True, rooted=True),
     Op("sendrecv", _one),
+    # nccl-tests' gather.cu / scatter.cu: S = count x n (the root's buffer), busbw factor (n-1)/n
+    Op("gather", _share, scales_with_n=True, rooted=True),
+    Op("scatter", _share, scales_with_n=True, rooted=True),
 )}
-COLLECTIVES = tuple(OPS)
+# Rooted data movement that only NCCL offers as ops of its own (ncclGather/ncclScatter, or
+# nccl-tests' grouped send/recv): the nccl transport runs them, the framework transports do not.
+NCCL_ONLY = ("gather", "scatter")
+COLLECTIVES = tuple(name for name in OPS if name not in NCCL_ONLY)  # every collective transport runs these
 
 # Each rank works on its own device, all ranks at once (the collective pattern):
 # copies between host and GPU, or within one GPU. S = bytes copied, factor 1.

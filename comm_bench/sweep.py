@@ -352,7 +352,7 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
-                mean_us=_ranks_time(op, means), both_directions=got[0]["both_directions"]),
+                mean_us=_ranks_time(op, means, got[0]["extra"].get("average")), both_directions=got[0]["both_directions"]),
                 f"{op} {size} B", asked)
 
     def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
@@ -419,12 +419,16 @@ def _signals_end_the_run():
             signal.signal(s, handler)
 
 
-def _ranks_time(op, means):
-    """One time from the ranks' batch times: a collective's is their average, as nccl-tests
-    reports it; local copies running on every GPU at once take as long as the slowest."""
+def _ranks_time(op, means, average=None):
+    """One time from the ranks' batch times (in rank order): a collective's is their average,
+    as nccl-tests reports it; local copies running on every GPU at once take as long as the
+    slowest. `average`: nccl-tests' -a where the transport offers it (0 rank 0's time,
+    1 the mean, 2 the fastest rank's, 3 the slowest rank's)."""
     if not means:
         return None
-    return sum(means) / len(means) if op in ops_mod.COLLECTIVES else max(means)
+    if average is not None:
+        return [means[0], sum(means) / len(means), min(means), max(means)][int(average)]
+    return sum(means) / len(means) if op in ops_mod.OPS else max(means)
 
 
 def _measured(res) -> dict:

@@ -69,7 +69,8 @@ def nccl1(cuda_mod):
     comm.destroy()
 
 
-NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
+TORCH_NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
+NCCL_OPS = TORCH_NCCL_OPS + ["gather", "scatter"]  # ncclGather/ncclScatter (or grouped send/recv)
 
 
 def _counts(op, size, dtype="float32", n=1):
@@ -128,7 +129,10 @@ def test_sweep_nccl_world1(tmp_results):
 @needs_gpu
 def test_sweep_torch_nccl_world1(tmp_results):
     doc = _sweep(tmp_results, "-t", "torch-nccl", "--op", "all", "--nprocs", "1")
-    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
+    assert {r["op"] for r in doc["results"]} == set(TORCH_NCCL_OPS)
+    for r in doc["results"]:  # nccl-tests' host-clock figure, the GPU time beside it
+        assert r["extra"]["timing"]["time_us"].startswith("pass 1: host clock")
+        assert r["extra"]["gpu_time_us"] > 0 and r["extra"]["average"] == 1
 
 
 @needs_2_gpus
@@ -136,7 +140,7 @@ def test_sweep_torch_nccl_world1(tmp_results):
 def test_sweep_nccl_world_n(tmp_results, transport):
     n = min(N_GPUS, 8)
     doc = _sweep(tmp_results, "-t", transport, "--op", "all", "--nprocs", str(n))
-    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS if transport == "nccl" else TORCH_NCCL_OPS)
 
 
 @needs_2_gpus
@@ -159,13 +163,65 @@ def test_sweep_cuda_peer_matrix(tmp_results, copy):
 
 @needs_gpu
 def test_nccl_time_is_the_batch_not_the_samples(nccl1):
-    """time_us comes from pass 1 (two events around the batch), the samples from pass 2."""
+    """time_us comes from pass 1 (host clock around the batch and the synchronize, nccl-tests'
+    BenchTime), gpu_us from pass 1b (two events around a batch), the samples from pass 2."""
     r = nccl1.run("all_reduce", 2, 2, "float32", "sum", 0, -1, 50, 5, False, 0, False, 60.0)
-    assert r["mean_us"] > 0 and len(r["samples_us"]) == 50
-    # pass 2 adds an event per launch: its mean can only be the same or longer
-    assert r["mean_us"] <= sum(r["samples_us"]) / 50 * 1.05
+    assert r["mean_us"] > 0 and r["gpu_us"] > 0 and len(r["samples_us"]) == 50
+    # pass 2 adds an event per launch: its mean can only be the same or longer than pass 1b's
+    assert r["gpu_us"] <= sum(r["samples_us"]) / 50 * 1.05
+    # the host clock spans the GPU work plus the first launch and the final synchronize
+    assert r["mean_us"] >= 0.95 * r["gpu_us"], r
     g = nccl1.run("all_reduce", 2, 2, "float32", "sum", 0, -1, 50, 5, False, 4, False, 60.0)
-    assert g["mean_us"] > 0
+    assert g["mean_us"] > 0 and g["mean_us"] >= 0.95 * g["gpu_us"], g
+
+
+def _has_symbol(name):
+    """Whether the libnccl the transport loads exports `name` (dlsym, as nccl_loader.h looks)."""
+    import ctypes
+
+    from comm_bench.transports.nccl import load_nccl
+
+    _, path, _ = load_nccl()
+    return hasattr(ctypes.CDLL(path), name)
+
+
+@needs_gpu
+@pytest.mark.parametrize("op, call", [("alltoall", "ncclAlltoAll"), ("gather", "ncclGather"),
+                                      ("scatter", "ncclScatter")])
+def test_nccl_uses_the_ops_own_call_where_the_library_has_it(nccl1, op, call):
+    r = nccl1.run(op, *_counts(op, 1 << 20), "float32", "sum", 0, -1, 3, 1, False, 0, True, 60.0)
+    assert r["wrong"] == 0
+    assert r["api"] == (call if _has_symbol(call) else "ncclSend/ncclRecv group")
+    assert r["alloc"] == ("ncclMemAlloc" if _has_symbol("ncclMemAlloc") else "cudaMalloc")
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode, needs", [(1, "ncclCommRegister"), (2, "ncclCommWindowRegister")])
+def test_nccl_registered_buffers_check(cuda_mod, nccl1, mode, needs):
+    """nccl-tests' -R: buffers registered with the communicator (1) or as symmetric windows
+    (2); the data stay right through growing (re-registered) buffers."""
+    if not _has_symbol(needs):
+        with pytest.raises(cuda_mod.NativeError, match=f"-R {mode}"):
+            cuda_mod.NcclBench(0, 1, 0, cuda_mod.nccl_unique_id(), 60.0, mode)
+        return
+    comm = cuda_mod.NcclBench(0, 1, 0, cuda_mod.nccl_unique_id(), 60.0, mode)
+    try:
+        for op in ("all_reduce", "all_gather", "alltoall", "sendrecv"):
+            for size in (1 << 10, 1 << 22):
+                r = comm.run(op, *_counts(op, size), "float32", "sum", 0, -1, 3, 1, False, 0, True, 60.0)
+                assert r["wrong"] == 0, (mode, op, size)
+    finally:
+        comm.destroy()
+
+
+@needs_gpu
+def test_sweep_nccl_records_method_api_and_options(tmp_results):
+    doc = _sweep(tmp_results, "-t", "nccl", "--op", "alltoall,gather", "--nprocs", "1", "-a", "0", "-R", "1")
+    for r in doc["results"]:
+        x = r["extra"]
+        assert x["average"] == 0 and x["register"] == 1 and x["nccl_api"]
+        assert x["timing"]["time_us"].startswith("pass 1: host clock")
+        assert x["gpu_time_us"] > 0 and x["launch_overhead_us"] == pytest.approx(r["time_us"] - x["gpu_time_us"])
 
 
 @needs_2_gpus
@@ -181,7 +237,7 @@ def test_cudagraph_lowers_small_nccl_time(tmp_path):
                        "-n", "50", "-w", "5", "--no-progress", "-o", out, *extra, timeout=300, env=ENV)
         assert proc.returncode == 0, proc.stderr[-2000:]
         rec = load_results(out)["results"][0]
-        assert rec["extra"]["timing"]["time_us"].startswith("pass 1")
+        assert rec["extra"]["timing"]["time_us"].startswith("pass 1: host clock")
         return rec["time_us"]
 
     eager, graph = time_8b(), time_8b("-G", "10")

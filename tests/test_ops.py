@@ -10,7 +10,7 @@ from comm_bench import ops
 def test_bus_factors_match_nccl_tests(n):
     share = (n - 1) / n
     assert ops.get("all_reduce").bus_factor(n) == pytest.approx(2 * share)
-    for name in ("reduce_scatter", "all_gather", "alltoall"):
+    for name in ("reduce_scatter", "all_gather", "alltoall", "gather", "scatter"):
         assert ops.get(name).bus_factor(n) == pytest.approx(share)
     for name in ("broadcast", "reduce", "sendrecv", "write", "read"):
         assert ops.get(name).bus_factor(n) == 1.0
@@ -18,7 +18,7 @@ def test_bus_factors_match_nccl_tests(n):
 
 def test_size_scales_with_n_only_for_gather_scatter_alltoall():
     scaled = {name for name, op in ops.OPS.items() if op.scales_with_n}
-    assert scaled == {"all_gather", "reduce_scatter", "alltoall"}
+    assert scaled == {"all_gather", "reduce_scatter", "alltoall", "gather", "scatter"}
 
 
 @pytest.mark.parametrize("name,size,n,elem,want", [
@@ -35,6 +35,8 @@ def test_counts_per_rank():
     assert ops.get("reduce_scatter").counts(1200, 3, 4) == (300, 100)
     assert ops.get("all_reduce").counts(1200, 3, 4) == (300, 300)
     assert ops.get("alltoall").counts(1200, 3, 4) == (300, 300)
+    assert ops.get("gather").counts(1200, 3, 4) == (100, 300)
+    assert ops.get("scatter").counts(1200, 3, 4) == (300, 100)
 
 
 def simulate(name, n, in_count):
@@ -53,6 +55,8 @@ def simulate(name, n, in_count):
             "reduce_scatter": total[r * chunk:(r + 1) * chunk],
             "alltoall": np.concatenate([inputs[s][r * chunk:(r + 1) * chunk] for s in range(n)]),
             "sendrecv": inputs[(r - 1) % n],
+            "gather": np.concatenate(inputs) if r == ops.ROOT else None,
+            "scatter": inputs[ops.ROOT][r * chunk:(r + 1) * chunk],
         }[name]
     return out
 

@@ -7,17 +7,15 @@
 2. Device-local copy: comm-bench CE and SM kernel vs torch's copy_.
 3. NCCL all_reduce at world size 1: comm-bench's native NCCL vs
    torch.distributed.all_reduce, 8 B .. 1 GiB, in-place on one buffer each.
-4. nccl-ref: the CLI (`comm-bench sweep -t nccl`) vs tools/nccl_reference.cu, a
-   separate program timing NCCL the way nccl-tests does (threads, a barrier, two
-   events around `iters` launches), every collective and sendrecv, 8 B .. 2 GiB, at
-   world size 1 and 2, with and without -G; alternating rounds, ratio per size.
-5. peers: the CLI's peer (one direction) and peer_bidir (both GPUs writing to each
+4. peers: the CLI's peer (one direction) and peer_bidir (both GPUs writing to each
    other at once) copies, copy engine and SM, at --peer-size.
 
 Methods alternate within each round; each figure is the median over rounds of
 the per-round figure. Run from the repository root after building:
 
-    python tools/bench_gpu.py --out bench_gpu.json [--only nccl-ref,peers --ref ./nccl_reference]
+    python tools/bench_gpu.py --out bench_gpu.json [--only peers]
+
+The NCCL transport against nccl-tests itself: tools/nccl_tests_parity.sh.
 """
 from __future__ import annotations
 
@@ -211,9 +209,6 @@ def bench_allreduce(torch, mod, dev, sizes, iters, rounds, log):
     return out
 
 
-NCCL_OPS = "all_reduce,all_gather,reduce_scatter,alltoall,broadcast,sendrecv"
-
-
 def cli_sweep(args, out_json):
     """Run `comm-bench sweep` and return its results document."""
     import subprocess
@@ -227,55 +222,6 @@ def cli_sweep(args, out_json):
     if proc.returncode != 0:
         print(f"WARNING: {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}", flush=True)
     return doc
-
-
-def reference_times(ref, world, ops, maxbytes, iters, warmup, graph, processes=True):
-    """{(op, size): us} from tools/nccl_reference.cu (one process per GPU, as comm-bench
-    runs, unless processes is False: one thread per GPU)."""
-    import subprocess
-
-    times = {}
-    for op in ops.split(","):
-        cmd = [ref, "-t", str(world), "-o", op, "-b", "8", "-e", maxbytes, "-f", "2", "-n", str(iters),
-               "-w", str(warmup), "-p", "1" if processes else "0"] + (["-G", str(graph)] if graph else [])
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            name, size, us = line.split()
-            times[(name, int(size))] = float(us)
-    return times
-
-
-def bench_nccl_reference(ref, worlds, graphs, maxbytes, iters, rounds, log, tmp, processes=True, ops=NCCL_OPS):
-    """CLI time / reference time per (world, -G, op, size); rounds alternate which goes first."""
-    out = []
-    for world in worlds:
-        for graph in graphs:
-            cli_runs, ref_runs = [], []
-            for rnd in range(rounds):
-                order = ("cli", "ref") if rnd % 2 == 0 else ("ref", "cli")
-                for who in order:
-                    if who == "ref":
-                        ref_runs.append(reference_times(ref, world, ops, maxbytes, iters, 5, graph, processes))
-                    else:
-                        doc = cli_sweep(["-t", "nccl", "--nprocs", str(world), "--op", ops, "-b", "8",
-                                         "-e", maxbytes, "-f", "2", "-n", str(iters), "-w", "5"]
-                                        + (["-G", str(graph)] if graph else []), os.path.join(tmp, "cli.json"))
-                        cli_runs.append({(r["op"], r["size"]): r["time_us"] for r in doc["results"]})
-            worst = 0.0
-            for key in sorted(cli_runs[0], key=lambda k: (k[0], k[1])):
-                if not all(key in r for r in ref_runs + cli_runs):
-                    continue
-                c = statistics.median(r[key] for r in cli_runs)
-                f = statistics.median(r[key] for r in ref_runs)
-                row = {"test": "nccl_vs_reference", "world": world, "graph": graph, "op": key[0], "size": key[1],
-                       "cli_us": c, "reference_us": f, "ratio": c / f,
-                       "cli_rounds": [r[key] for r in cli_runs], "reference_rounds": [r[key] for r in ref_runs]}
-                worst = max(worst, row["ratio"])
-                out.append(row)
-                log(f"ws{world} G{graph} {key[0]:<15}{key[1]:>11} B  comm-bench {c:9.2f} us  "
-                    f"reference {f:9.2f} us  ratio {c / f:.3f}")
-            log(f"ws{world} G{graph}: worst ratio {worst:.3f}")
-    return out
 
 
 def bench_peers(size, rounds, log, tmp):
@@ -311,14 +257,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="copies,d2d,allreduce")
-    ap.add_argument("--ref", default="./nccl_reference", help="nccl_reference binary (nccl-ref)")
-    ap.add_argument("--worlds", default="1,2", help="world sizes for nccl-ref")
-    ap.add_argument("--graphs", default="0,10", help="-G values for nccl-ref (0: off)")
-    ap.add_argument("--maxbytes", default="2G", help="largest size for nccl-ref")
-    ap.add_argument("--ops", default=NCCL_OPS, help="collectives for nccl-ref")
     ap.add_argument("--peer-size", type=int, default=512 * MiB)
-    ap.add_argument("--ref-mode", default="process", choices=("process", "thread"),
-                    help="nccl-ref: one process per GPU (comm-bench's model) or one thread per GPU")
     args = ap.parse_args()
     import torch
 
@@ -352,10 +291,6 @@ def main():
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="bench_gpu.")
-    if "nccl-ref" in only:
-        doc["results"]["nccl_vs_reference"] = bench_nccl_reference(
-            args.ref, [int(w) for w in args.worlds.split(",")], [int(g) for g in args.graphs.split(",")],
-            args.maxbytes, args.iters, args.rounds, log, tmp, args.ref_mode == "process", args.ops)
     if "peers" in only:
         doc["results"]["peers"] = bench_peers(args.peer_size, args.rounds, log, tmp)
     doc["log"] = lines

@@ -85,6 +85,19 @@ class Option:
 
 # The one --gpu option every GPU transport shares (comm_bench.transports.cuda.pick_gpu reads it).
 GPU_OPTION = Option("--gpu", int, -1, "GPU of this rank (-1: the local rank)", low=-1, high=1023)
+# nccl-tests' -a, for the NCCL transports: how the ranks' times make the record's time_us
+AVERAGE_OPTION = Option("--average", int, 1, "nccl-tests' -a: time_us from the ranks' times, 0 rank 0's, "
+                                             "1 their mean, 2 the lowest, 3 the highest",
+                        aliases=("-a",), low=0, high=3)
+# What the NCCL transports' time figures are (nccl-tests src/common.cu, BenchTime): their
+# records' extra["timing"].
+NCCL_TESTS_TIMING = {
+    "time_us": "pass 1: host clock from after a barrier of the ranks over iters launches + stream "
+               "synchronize, / iters (-G N: N launches of a graph of iters, / iters x N); ranks "
+               "combined as extra.average (nccl-tests -a); iteration i at buffer offset "
+               "bytes x (i % (buffer / bytes)), as nccl-tests' startColl (no L2 reuse between iterations)",
+    "gpu_time_us": "pass 1b: events around a batch of the same launches / launches",
+    "latency_us": "pass 2: an event after each launch"}
 
 
 @dataclass

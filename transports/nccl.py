@@ -1,12 +1,17 @@
 """NCCL, called directly from C++ (csrc/cuda/nccl_bench.cu); libnccl is loaded at run time.
 
 One rank per GPU. Every collective (all_reduce, all_gather, reduce_scatter,
-broadcast, reduce, alltoall) and sendrecv (a ring in the collective pattern;
-src -> dst in the pair patterns), in-place or out-of-place (--in-place), with
-optional CUDA-graph capture (--cudagraph N, nccl-tests' -G). time_us is
-nccl-tests' figure: GPU time between two events around `iters` launches queued
-back to back (with -G N: a graph of `iters` launches, launched N times), divided
-by the launches; latency_us comes from a second pass with an event after each.
+broadcast, reduce, alltoall, gather, scatter) and sendrecv (a ring in the collective
+pattern; src -> dst in the pair patterns), in-place or out-of-place (--in-place), with
+optional CUDA-graph capture (--cudagraph N, nccl-tests' -G) and buffer registration
+(-R, nccl-tests' -R). time_us is nccl-tests' figure, taken its way (src/common.cu,
+BenchTime): after a barrier of the ranks, a host clock spans `iters` launches and the
+stream synchronize (with -G N: N launches of a graph of `iters`), / the ops; the ranks'
+times combined as nccl-tests' -a (default 1: their mean). Buffers are allocated once for
+the largest size and iteration i works at offset i x bytes (modulo the buffer), as
+nccl-tests' startColl does, so sizes that fit in L2 are not timed from L2. extra.gpu_time_us is the GPU
+time of a batch of the same launches (two events), so extra.launch_overhead_us = host -
+GPU; latency_us comes from a third pass with an event after each launch.
 
 libnccl: --nccl-lib PATH, else the nvidia-nccl wheel (nvidia/nccl/lib), else
 torch's lib folder, else the system's libnccl.so.2.
@@ -17,8 +22,8 @@ import os
 
 from .. import ops as ops_mod
 from ..ops import ROOT
-from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
-
+from .base import (AVERAGE_OPTION, GPU_OPTION, NCCL_TESTS_TIMING, Option, RankContext, RunResult, Transport,
+                   TransportError, TransportUnavailable)
 
 
 def nccl_candidates(explicit: str | None = None) -> list:
@@ -87,7 +92,7 @@ class NcclTransport(Transport):
     name = "nccl"
     description = "NCCL called from C++ (libnccl loaded at run time), one rank per GPU"
     link_kind = "gpu"
-    ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
+    ops = ops_mod.COLLECTIVES + ops_mod.NCCL_ONLY  # every op of comm_bench.ops
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
@@ -98,6 +103,9 @@ class NcclTransport(Transport):
         Option("--cudagraph", int, 0, "nccl-tests' -G: capture the timed iterations in a CUDA graph "
                                       "and launch it N times (0: off)", aliases=("-G",), low=0, high=100000),
         Option("--in-place", bool, False, "in-place ops (output buffer = input buffer)"),
+        AVERAGE_OPTION,
+        Option("--register", int, 0, "nccl-tests' -R: register the buffers with NCCL, 1 ncclCommRegister, "
+                                     "2 symmetric windows (NCCL 2.27+); 0 off", aliases=("-R",), low=0, high=2),
         GPU_OPTION,
     )
 
@@ -135,13 +143,17 @@ class NcclTransport(Transport):
         self.dev = pick_gpu(ctx, o.get("gpu"), count)
         self.graph = int(o.get("cudagraph") or 0)
         self.in_place = bool(o.get("in_place"))
+        self.average = 1 if o.get("average") is None else int(o["average"])
+        self.register = int(o.get("register") or 0)
         self.info = gpu_description(mod, self.dev)
         uid = mod.nccl_unique_id().hex() if ctx.rank == 0 else None
         if ctx.world_size > 1:
             uid = ctx.store.broadcast(0, "nccl/unique-id", uid)
         try:
             self.comm = mod.NcclBench(self.dev, ctx.world_size, ctx.rank, bytes.fromhex(uid),
-                                      float(ctx.timeout))
+                                      float(ctx.timeout), self.register)
+            if ctx.max_bytes:  # buffers for the largest size, once (nccl-tests allocates so)
+                self.comm.reserve(int(ctx.max_bytes))
         except mod.NativeError as exc:
             raise TransportError(f"rank {ctx.rank} (GPU {self.dev} on {ctx.host}): {exc}") from None
         self._pair_seq: dict = {}
@@ -177,7 +189,10 @@ class NcclTransport(Transport):
                 except Exception as exc:  # noqa: BLE001 - the store names the missing rank
                     raise TransportError(f"rank {ctx.rank}: no data check result from rank {peer}: "
                                          f"{exc}") from None
-        extra = {"gpu": self.dev, "in_place": self.in_place and op not in ("alltoall", "sendrecv")}
+        extra = {"gpu": self.dev, "in_place": self.in_place and op not in ("alltoall", "sendrecv"),
+                 "nccl_api": out["api"], "alloc": out["alloc"], "register": self.register,
+                 "average": self.average, "timing": NCCL_TESTS_TIMING,
+                 "gpu_time_us": out["gpu_us"], "launch_overhead_us": out["mean_us"] - out["gpu_us"]}
         if self.graph:
             extra["cudagraph"] = self.graph  # time_us from the graph; latency_us from eager launches
         if sampled.result:
@@ -200,5 +215,8 @@ class NcclTransport(Transport):
 
         return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": getattr(self, "info", {}),
                 "nccl": {"version": version_string(getattr(self, "lib_version", 0) or 0),
+                         # nccl-tests' communicator config (2.28+), see nccl_bench.cu
+                         "config": {"nvlinkCentricSched": 1} if (getattr(self, "lib_version", 0) or 0) >= 22800
+                         else {},
                          "version_code": getattr(self, "lib_version", 0), "path": getattr(self, "lib_path", None)},
                 "nccl_env": nccl_env(), "nvml": nvml.system()}

@@ -2,16 +2,20 @@
 
 Same ops and byte counts as the nccl transport, so the two side by side show
 the framework's overhead. The loop is Python by necessity (it measures
-torch's API); each sample is the GPU time between events recorded on the
-current stream after each call, as the nccl transport records them.
+torch's API). time_us is taken as the nccl transport takes it (nccl-tests'
+BenchTime): a barrier of the ranks, a host clock around `iters` calls and the
+stream synchronize, / iters; the ranks' times combined as -a says. extra.gpu_time_us:
+two events around a batch of the same calls; the samples: an event after each call.
 """
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from .. import ops as ops_mod
 from ..ops import ROOT
-from .base import GPU_OPTION, TEST_CORRUPT_CHECK, RankContext, RunResult, Transport, TransportError
+from .base import (AVERAGE_OPTION, GPU_OPTION, NCCL_TESTS_TIMING, TEST_CORRUPT_CHECK, RankContext, RunResult,
+                   Transport, TransportError)
 
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # torch's API is in-place for these
 
@@ -26,7 +30,7 @@ class TorchNcclTransport(Transport):
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES
-    options = (GPU_OPTION,)
+    options = (GPU_OPTION, AVERAGE_OPTION)
 
     @classmethod
     def default_ranks(cls) -> int:
@@ -70,6 +74,8 @@ class TorchNcclTransport(Transport):
             raise TransportError(f"rank {ctx.rank}: torch.distributed NCCL init failed: "
                                  f"{str(exc).splitlines()[0]}") from None
         self._bufs: dict = {}
+        self.average = 1 if ctx.options.get("average") is None else int(ctx.options["average"])
+        self._bar = torch.zeros(1, device=self.device)
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
@@ -104,21 +110,28 @@ class TorchNcclTransport(Transport):
             stream = torch.cuda.current_stream(self.device)
             for _ in range(warmup):
                 step()
-            # pass 1, the figure (nccl-tests): two events around `iters` launches; one untimed
-            # op first lines the ranks up on the GPUs whenever each host got here
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if n > 1:
+            # pass 1, time_us (nccl-tests' BenchTime): one op waited for, a barrier of the
+            # ranks, then a host clock around `iters` calls and the stream synchronize
+            step()
+            self._sync(stream, op)
+            self._barrier(stream, step if peer is not None else None)
+            t0 = time.perf_counter()
+            for _ in range(iters):
                 step()
+            self._sync(stream, op)
+            mean_us = (time.perf_counter() - t0) * 1e6 / iters
+            # pass 1b, the GPU time of a batch of the same calls: two events around it
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._barrier(stream, step if peer is not None else None)
             start.record(stream)
             for _ in range(iters):
                 step()
             end.record(stream)
             self._wait(end, op)
-            mean_us = start.elapsed_time(end) * 1e3 / iters
+            gpu_us = start.elapsed_time(end) * 1e3 / iters
             # pass 2, the spread: an event after each launch
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-            if n > 1:
-                step()
+            self._barrier(stream, step if peer is not None else None)
             ev[0].record(stream)
             for i in range(iters):
                 step()
@@ -145,14 +158,29 @@ class TorchNcclTransport(Transport):
         except RuntimeError as exc:
             raise TransportError(f"rank {rank}: torch-nccl {op} of {nbytes} B failed: "
                                  f"{str(exc).splitlines()[0]}") from None
+        extra = {"gpu": self.dev, "average": self.average, "timing": NCCL_TESTS_TIMING, "gpu_time_us": gpu_us,
+                 "launch_overhead_us": mean_us - gpu_us}
         if role == "dst":
-            return RunResult([], wrong, {"gpu": self.dev})
-        return RunResult(samples, wrong, {"gpu": self.dev}, mean_us=mean_us)
+            return RunResult([], wrong, extra)
+        return RunResult(samples, wrong, extra, mean_us=mean_us)
+
+    def _sync(self, stream, what):
+        """nccl-tests' testStreamSynchronize: poll the stream (no sleep: the clock is running)."""
+        deadline = time.monotonic() + self.ctx.timeout
+        while not stream.query():
+            if time.monotonic() > deadline:
+                raise TransportError(f"rank {self.ctx.rank}: torch-nccl {what} did not finish within "
+                                     f"{self.ctx.timeout:.0f} s")
+
+    def _barrier(self, stream, pair_step=None):
+        """The ranks' barrier before a clock starts: a one-element all-reduce, waited for;
+        a pair pattern's two ranks (the others idle) use one step of their own instead."""
+        if self.ctx.world_size > 1:
+            (pair_step or (lambda: self.dist.all_reduce(self._bar)))()
+            self._sync(stream, "barrier")
 
     def _wait(self, event, what):
         """Poll with a deadline rather than block forever on a dead peer."""
-        import time
-
         deadline = time.monotonic() + self.ctx.timeout
         while not event.query():
             if time.monotonic() > deadline:

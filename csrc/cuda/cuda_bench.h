@@ -87,24 +87,32 @@ bool nccl_loaded();
 std::string nccl_unique_id();  // 128 bytes
 
 struct NcclResult {
-  double mean_us = 0;               // pass 1: events around the batch of launches / iters
+  double mean_us = 0;               // pass 1: host clock around the launches + synchronize / ops
+  double gpu_us = 0;                // pass 1b: events around a batch of the same launches / ops
   std::vector<double> samples_us;   // pass 2: an event after each launch
   uint64_t wrong = 0;               // wrong elements found by the data check
+  std::string api;                  // the NCCL call(s) that ran the op
+  std::string alloc;                // ncclMemAlloc or cudaMalloc
 };
 
 class NcclBench {
  public:
-  NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s);
+  // register_mode: nccl-tests' -R (0 none, 1 ncclCommRegister, 2 symmetric windows)
+  NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s,
+            int register_mode = 0);
   ~NcclBench();
   NcclBench(const NcclBench&) = delete;
   NcclBench& operator=(const NcclBench&) = delete;
-  // op: all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv
-  //     send recv (pair patterns: to / from `peer`)
+  // op: all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter
+  //     sendrecv send recv (pair patterns: to / from `peer`)
   // in_count / out_count: elements of this rank's input and output buffers, as
   // comm_bench.ops counts them for the size column S (one definition, in Python)
   NcclResult run(const std::string& op, size_t in_count, size_t out_count, const std::string& dtype,
                  const std::string& redop, int root, int peer, int iters, int warmup,
                  bool in_place, int graph, bool check, double timeout_s);
+  // Allocates (and registers, with -R) both buffers at `bytes` once, as nccl-tests
+  // allocates for its largest size; run() grows them only if asked for more.
+  void reserve(size_t bytes);
   int rank() const;
   int nranks() const;
   void destroy();   // ncclCommDestroy (ncclCommAbort after a failure); also on destruction

@@ -113,13 +113,13 @@ PYBIND11_MODULE(_cuda, m) {
   m.def("nccl_unique_id", []() { return py::bytes(nccl_unique_id()); });
 
   py::class_<NcclBench>(m, "NcclBench")
-      .def(py::init([](int device, int nranks, int rank, py::bytes uid, double timeout) {
+      .def(py::init([](int device, int nranks, int rank, py::bytes uid, double timeout, int register_mode) {
              std::string id = uid;
              py::gil_scoped_release nogil;
-             return new NcclBench(device, nranks, rank, id, timeout);
+             return new NcclBench(device, nranks, rank, id, timeout, register_mode);
            }),
            py::arg("device"), py::arg("nranks"), py::arg("rank"), py::arg("unique_id"),
-           py::arg("timeout") = 600.0)
+           py::arg("timeout") = 600.0, py::arg("register_mode") = 0)
       .def_property_readonly("rank", &NcclBench::rank)
       .def_property_readonly("nranks", &NcclBench::nranks)
       .def("run",
@@ -134,8 +134,11 @@ PYBIND11_MODULE(_cuda, m) {
              }
              py::dict o;
              o["mean_us"] = r.mean_us;
+             o["gpu_us"] = r.gpu_us;
              o["samples_us"] = r.samples_us;
              o["wrong"] = r.wrong;
+             o["api"] = r.api;
+             o["alloc"] = r.alloc;
              return o;
            },
            py::arg("op"), py::arg("in_count"), py::arg("out_count"), py::arg("dtype") = "float32",
@@ -143,5 +146,6 @@ PYBIND11_MODULE(_cuda, m) {
            py::arg("root") = 0, py::arg("peer") = -1, py::arg("iters") = 20, py::arg("warmup") = 5,
            py::arg("in_place") = false, py::arg("graph") = 0, py::arg("check") = false,
            py::arg("timeout") = 600.0)
+      .def("reserve", &NcclBench::reserve, py::arg("bytes"), py::call_guard<py::gil_scoped_release>())
       .def("destroy", &NcclBench::destroy, py::call_guard<py::gil_scoped_release>());
 }

@@ -1,12 +1,17 @@
 // NCCL collectives and point-to-point ops, timed in native code. (Over 400 lines: the
 // data init/check kernels for every op and dtype belong with the ops they check.)
 //
-// libnccl is loaded at run time (nccl_loader.h). The figure is nccl-tests': the
-// GPU time between two events around `iters` launches queued back to back, divided
-// by `iters`; with graph mode (nccl-tests' -G N) the `iters` launches are captured
-// into one CUDA graph that is launched N times between the two events. A second
-// pass with an event after each launch gives the per-iteration spread. Data are
-// checked on the GPU against the values of comm_bench/ops.py:
+// libnccl is loaded at run time (nccl_loader.h). time_us is nccl-tests' figure, taken
+// its way (nccl-tests src/common.cu, BenchTime): one op and a stream synchronize, a
+// barrier of the ranks, then a host clock spans `iters` launches and the stream
+// synchronize after them (polling cudaStreamQuery, as testStreamSynchronize does);
+// time = that / iters. With -G N the `iters` launches are captured into one CUDA graph
+// and the clock spans N graph launches and the synchronize, / (iters x N). A second
+// batch of the same launches between two events gives the GPU time (host minus GPU =
+// launch overhead); a third pass with an event after each launch gives the spread.
+// Buffers come from ncclMemAlloc where the library has it (nccl-tests' allocator), sized
+// once for the sweep's largest op (reserve); iteration i runs at the next offset in them.
+// Data are checked on the GPU against the values of comm_bench/ops.py:
 // value(rank, i) = ((rank % 4) + 1) * ((i % 5) + 1).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -31,12 +36,12 @@ namespace cuda {
 using namespace cb::nccl;
 
 enum OpCode { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_REDUCE, OP_ALLTOALL,
-              OP_SENDRECV, OP_SEND, OP_RECV };
+              OP_SENDRECV, OP_SEND, OP_RECV, OP_GATHER, OP_SCATTER };
 
 static int op_code(const std::string& op) {
   static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                                "alltoall", "sendrecv", "send", "recv"};
-  for (int i = 0; i < 9; ++i)
+                                "alltoall", "sendrecv", "send", "recv", "gather", "scatter"};
+  for (int i = 0; i < 11; ++i)
     if (op == names[i]) return i;
   throw Error("unknown NCCL op '" + op + "'");
 }
@@ -117,7 +122,9 @@ __device__ long long expected_of(const CheckSpec& c, size_t i) {
     case OP_ALL_REDUCE:
     case OP_REDUCE: return reduce_all(c, i);
     case OP_BROADCAST: return value_of(c.root, i);
-    case OP_ALL_GATHER: return value_of(int(i / c.chunk), i % c.chunk);
+    case OP_ALL_GATHER:
+    case OP_GATHER: return value_of(int(i / c.chunk), i % c.chunk);
+    case OP_SCATTER: return value_of(c.root, size_t(c.rank) * c.chunk + i);
     case OP_REDUCE_SCATTER: return reduce_all(c, size_t(c.rank) * c.chunk + i);
     case OP_ALLTOALL: return value_of(int(i / c.chunk), size_t(c.rank) * c.chunk + i % c.chunk);
     case OP_SENDRECV: return value_of((c.rank - 1 + c.n) % c.n, i);
@@ -193,11 +200,15 @@ std::string nccl_unique_id() {
 
 struct NcclBench::Impl {
   int dev = 0, nranks = 1, rank = 0;
+  int reg = 0;  // nccl-tests' -R: 0 none, 1 ncclCommRegister, 2 symmetric windows
   ncclComm_t comm = nullptr;
   cudaStream_t s = nullptr;
   void* send = nullptr;
   void* recv = nullptr;
+  void* send_reg = nullptr;  // registration handle / window of each buffer
+  void* recv_reg = nullptr;
   size_t send_cap = 0, recv_cap = 0;
+  float* bar = nullptr;  // the barrier's one element
   unsigned long long* counter = nullptr;
   std::vector<cudaEvent_t> ev;
   bool broken = false;
@@ -217,15 +228,44 @@ struct NcclBench::Impl {
       throw Error("rank " + std::to_string(rank) + ": " + what + ": " + api().error(r, comm));
     }
   }
-  void ensure(void*& p, size_t& cap, size_t n) {
+  void unregister(void*& h) {
+    if (!h) return;
+    if (reg == 2)
+      api().CommWindowDeregister(comm, static_cast<ncclWindow_t>(h));
+    else
+      api().CommDeregister(comm, h);
+    h = nullptr;
+  }
+  void release(void*& p, void*& h) {
+    if (!p) return;
+    unregister(h);
+    if (api().MemAlloc)
+      api().MemFree(p);
+    else
+      cudaFree(p);
+    p = nullptr;
+  }
+  // Every rank grows its buffers at the same calls (same counts), so the collective
+  // window registration of -R 2 is entered by all ranks together.
+  void ensure(void*& p, void*& h, size_t& cap, size_t n) {
     if (p && cap >= n) return;
     if (p) {
       cudaStreamSynchronize(s);
-      cudaFree(p);
-      p = nullptr;
+      release(p, h);
     }
     cap = std::max<size_t>((n + 255) / 256 * 256, 256);
-    CB_CUDA(cudaMalloc(&p, cap), "allocating " + std::to_string(cap) + " bytes for NCCL on GPU " + std::to_string(dev));
+    const std::string what = "allocating " + std::to_string(cap) + " bytes for NCCL on GPU " + std::to_string(dev);
+    if (api().MemAlloc)
+      nccl(api().MemAlloc(&p, cap), what.c_str());
+    else
+      CB_CUDA(cudaMalloc(&p, cap), what);
+    if (reg == 2) {
+      ncclWindow_t w = nullptr;
+      nccl(api().CommWindowRegister(comm, p, cap, &w, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+      h = w;
+    } else if (reg == 1) {
+      nccl(api().CommRegister(comm, p, cap, &h), "ncclCommRegister");
+    }
   }
   void ensure_events(size_t n) {
     while (ev.size() < n) {
@@ -242,12 +282,49 @@ struct NcclBench::Impl {
       throw;
     }
   }
+  // nccl-tests' testStreamSynchronize: poll the stream, check NCCL's async error, yield
+  // the CPU between polls (no sleep: the timed figure includes this wait).
+  void sync(uint64_t deadline, const std::string& what) {
+    while (true) {
+      cudaError_t e = cudaStreamQuery(s);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) {
+        broken = true;
+        throw Error("rank " + std::to_string(rank) + " " + what + ": " + cuda_err(e));
+      }
+      check_async();
+      if (now_ns() > deadline) {
+        broken = true;
+        throw Error("rank " + std::to_string(rank) + " " + what +
+                    ": did not complete before the deadline (the run's timeout)");
+      }
+      std::this_thread::yield();
+    }
+  }
+  // The ranks' barrier before the clock starts: a one-element all-reduce, waited for
+  // (it completes on a rank only once every rank has launched it). A pair pattern's two
+  // ranks (the others idle) use one op of their own instead: `pair_op`.
+  template <typename F>
+  void barrier(uint64_t deadline, F pair_op) {
+    if (nranks < 2) return;
+    if (pair_op)
+      (*pair_op)();
+    else
+      nccl(api().AllReduce(bar, bar, 1, ncclFloat32, ncclSum, comm, s), "ncclAllReduce (barrier)");
+    sync(deadline, "barrier");
+  }
 };
 
-NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s)
+NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique_id, double timeout_s,
+                     int register_mode)
     : impl_(new Impl) {
   Api& a = api();
   if (!a.handle) throw Error("libnccl is not loaded");
+  if (register_mode < 0 || register_mode > 2) throw Error("-R takes 0, 1 or 2");
+  if (register_mode == 1 && !a.CommRegister)
+    throw Error("-R 1: the loaded libnccl has no ncclCommRegister (NCCL 2.19 or newer is needed)");
+  if (register_mode == 2 && !(a.CommWindowRegister && a.MemAlloc))
+    throw Error("-R 2: the loaded libnccl has no ncclCommWindowRegister (NCCL 2.27 or newer is needed)");
   if (unique_id.size() != sizeof(ncclUniqueId)) throw Error("NCCL unique id has the wrong size");
   Impl& m = *impl_;
   m.dev = device;
@@ -256,6 +333,8 @@ NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique
   m.use();
   CB_CUDA(cudaStreamCreateWithFlags(&m.s, cudaStreamNonBlocking), "creating a stream");
   CB_CUDA(cudaMalloc(&m.counter, sizeof(unsigned long long)), "allocating the check counter");
+  CB_CUDA(cudaMalloc(&m.bar, sizeof(float)), "allocating the barrier element");
+  m.reg = register_mode;
 
   // ncclCommInitRank blocks until every rank has joined: run it on a thread and
   // give up at the deadline (the thread is left behind; the run fails anyway).
@@ -272,7 +351,16 @@ NcclBench::NcclBench(int device, int nranks, int rank, const std::string& unique
   std::thread([sh, id, nranks, rank, device]() {
     cudaSetDevice(device);
     ncclComm_t c = nullptr;
-    ncclResult_t r = api().CommInitRank(&c, nranks, id, rank);
+    ncclResult_t r;
+    if (api().version >= 22800 && api().CommInitRankConfig) {
+      // nccl-tests' communicator (src/common.cu initComms): the default config with
+      // nvlinkCentricSched = 1 from NCCL 2.28 on
+      ncclConfig_v22800 config;
+      config.nvlinkCentricSched = 1;
+      r = api().CommInitRankConfig(&c, nranks, id, rank, &config);
+    } else {
+      r = api().CommInitRank(&c, nranks, id, rank);
+    }
     std::lock_guard<std::mutex> lock(sh->mu);
     sh->r = r;
     sh->comm = c;
@@ -293,6 +381,10 @@ NcclBench::~NcclBench() {
   Impl* m = impl_;
   if (m->comm) {
     cudaSetDevice(m->dev);
+    if (!m->broken) {  // registrations belong to the communicator: undo them first
+      m->release(m->send, m->send_reg);
+      m->release(m->recv, m->recv_reg);
+    }
     if (m->broken)
       api().CommAbort(m->comm);
     else
@@ -300,11 +392,21 @@ NcclBench::~NcclBench() {
     m->comm = nullptr;
   }
   for (auto e : m->ev) cudaEventDestroy(e);
-  if (m->send) cudaFree(m->send);
-  if (m->recv) cudaFree(m->recv);
+  m->send_reg = m->recv_reg = nullptr;  // gone with the communicator
+  m->release(m->send, m->send_reg);
+  m->release(m->recv, m->recv_reg);
   if (m->counter) cudaFree(m->counter);
+  if (m->bar) cudaFree(m->bar);
   if (m->s) cudaStreamDestroy(m->s);
   delete m;
+}
+
+void NcclBench::reserve(size_t bytes) {
+  Impl& m = *impl_;
+  if (!m.comm) throw Error("the NCCL communicator is closed");
+  m.use();
+  m.ensure(m.send, m.send_reg, m.send_cap, bytes);
+  m.ensure(m.recv, m.recv_reg, m.recv_cap, bytes);
 }
 
 int NcclBench::rank() const { return impl_->rank; }
@@ -314,6 +416,10 @@ void NcclBench::destroy() {
   Impl& m = *impl_;
   if (!m.comm) return;
   m.use();
+  if (!m.broken) {
+    m.release(m.send, m.send_reg);
+    m.release(m.recv, m.recv_reg);
+  }
   if (m.broken)  // a failed or timed-out op: destroying could wait on the GPU forever
     api().CommAbort(m.comm);
   else
@@ -335,10 +441,12 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   const int n = m.nranks, r = m.rank;
   const size_t es = dt.size;
   // the whole per-rank vector: what all_reduce/broadcast/reduce/send/recv move, what
-  // all_gather gathers into and reduce_scatter scatters from
+  // all_gather/gather gather into and reduce_scatter/scatter scatter from
   const size_t total = std::max(in_count, out_count);
   if (in_count == 0 || out_count == 0) throw Error("an NCCL op needs at least one element per rank");
-  if ((op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL) && total % n)
+  const bool split = op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL || op == OP_GATHER ||
+                     op == OP_SCATTER;
+  if (split && total % n)
     throw Error(std::to_string(total) + " elements do not split over " + std::to_string(n) + " ranks");
   if ((op == OP_SEND || op == OP_RECV) && (peer < 0 || peer >= n || peer == r))
     throw Error("send/recv needs a peer rank other than this one");
@@ -347,105 +455,169 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   const uint64_t deadline = deadline_after(timeout_s);
   const size_t chunk = total / n;
 
-  const bool inplace_ok = op == OP_ALL_REDUCE || op == OP_BROADCAST || op == OP_REDUCE ||
-                          op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER;
+  const bool inplace_ok = op == OP_ALL_REDUCE || op == OP_BROADCAST || op == OP_REDUCE || op == OP_ALL_GATHER ||
+                          op == OP_REDUCE_SCATTER || op == OP_GATHER || op == OP_SCATTER;
   in_place = in_place && inplace_ok;
-  m.ensure(m.send, m.send_cap, in_count * es);
-  m.ensure(m.recv, m.recv_cap, out_count * es);
+  m.ensure(m.send, m.send_reg, m.send_cap, in_count * es);
+  m.ensure(m.recv, m.recv_reg, m.recv_cap, out_count * es);
   char* sendp = static_cast<char*>(m.send);
   char* recvp = static_cast<char*>(m.recv);
+  // in place as nccl-tests places it (sendInplaceOffset / recvInplaceOffset x rank)
+  const bool out_in_input = in_place && (op == OP_REDUCE_SCATTER || op == OP_SCATTER);
   if (in_place) {
-    if (op == OP_ALL_GATHER) {
+    if (op == OP_ALL_GATHER || op == OP_GATHER)
       sendp = recvp + size_t(r) * chunk * es;
-    } else if (op == OP_REDUCE_SCATTER) {
+    else if (out_in_input)
       recvp = sendp + size_t(r) * chunk * es;
-    } else {
+    else
       sendp = recvp;
-    }
   }
   const ncclDataType_t t = dt.nccl;
-  auto issue = [&]() {
+  // which NCCL call runs the op (recorded): the op's own where the library has it,
+  // else nccl-tests' grouped send/recv
+  std::string used;
+  switch (op) {
+    case OP_ALLTOALL: used = a.AlltoAll ? "ncclAlltoAll" : "ncclSend/ncclRecv group"; break;
+    case OP_GATHER: used = a.Gather ? "ncclGather" : "ncclSend/ncclRecv group"; break;
+    case OP_SCATTER: used = a.Scatter ? "ncclScatter" : "ncclSend/ncclRecv group"; break;
+    case OP_SENDRECV: used = "ncclSend/ncclRecv group"; break;
+    case OP_SEND: used = "ncclSend"; break;
+    case OP_RECV: used = "ncclRecv"; break;
+    default: {
+      static const char* calls[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast",
+                                    "ncclReduce"};
+      used = calls[op];
+    }
+  }
+  // Iteration i runs at offset span x (i % steps) of the buffers, as nccl-tests' startColl
+  // shifts it ("to avoid cache effects"): a size that fits in L2 is not served from L2 by
+  // the iteration before. steps = buffer size / the op's bytes (1: no room, no shift).
+  const size_t span = std::max(in_count, out_count) * es;
+  const size_t steps = std::max<size_t>(1, std::min(m.send_cap, m.recv_cap) / span);
+  auto issue_at = [&](int iter) {
+    const size_t shift = span * (size_t(iter) % steps);
+    char* const sp = sendp + shift;
+    char* const rp = recvp + shift;
     switch (op) {
-      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sendp, recvp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
-      case OP_BROADCAST: m.nccl(a.Broadcast(sendp, recvp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
-      case OP_REDUCE: m.nccl(a.Reduce(sendp, recvp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
-      case OP_ALL_GATHER: m.nccl(a.AllGather(sendp, recvp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
+      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sp, rp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
+      case OP_BROADCAST: m.nccl(a.Broadcast(sp, rp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
+      case OP_REDUCE: m.nccl(a.Reduce(sp, rp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
+      case OP_ALL_GATHER: m.nccl(a.AllGather(sp, rp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
       case OP_REDUCE_SCATTER:
-        m.nccl(a.ReduceScatter(sendp, recvp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
+        m.nccl(a.ReduceScatter(sp, rp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
         break;
       case OP_ALLTOALL:
+        if (a.AlltoAll) {
+          m.nccl(a.AlltoAll(sp, rp, chunk, t, m.comm, m.s), "ncclAlltoAll");
+          break;
+        }
         m.nccl(a.GroupStart(), "ncclGroupStart");
         for (int p = 0; p < n; ++p) {
-          m.nccl(a.Send(sendp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
-          m.nccl(a.Recv(recvp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
+          m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
+          m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
         }
         m.nccl(a.GroupEnd(), "ncclGroupEnd (alltoall)");
         break;
+      case OP_GATHER:
+        if (a.Gather) {
+          m.nccl(a.Gather(sp, rp, chunk, t, root, m.comm, m.s), "ncclGather");
+          break;
+        }
+        m.nccl(a.GroupStart(), "ncclGroupStart");
+        m.nccl(a.Send(sp, chunk, t, root, m.comm, m.s), "ncclSend");
+        if (r == root)
+          for (int p = 0; p < n; ++p)
+            m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
+        m.nccl(a.GroupEnd(), "ncclGroupEnd (gather)");
+        break;
+      case OP_SCATTER:
+        if (a.Scatter) {
+          m.nccl(a.Scatter(sp, rp, chunk, t, root, m.comm, m.s), "ncclScatter");
+          break;
+        }
+        m.nccl(a.GroupStart(), "ncclGroupStart");
+        if (r == root)
+          for (int p = 0; p < n; ++p)
+            m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
+        m.nccl(a.Recv(rp, chunk, t, root, m.comm, m.s), "ncclRecv");
+        m.nccl(a.GroupEnd(), "ncclGroupEnd (scatter)");
+        break;
       case OP_SENDRECV:
         m.nccl(a.GroupStart(), "ncclGroupStart");
-        m.nccl(a.Send(sendp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
-        m.nccl(a.Recv(recvp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
+        m.nccl(a.Send(sp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
+        m.nccl(a.Recv(rp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
         m.nccl(a.GroupEnd(), "ncclGroupEnd (sendrecv)");
         break;
-      case OP_SEND: m.nccl(a.Send(sendp, total, t, peer, m.comm, m.s), "ncclSend"); break;
-      case OP_RECV: m.nccl(a.Recv(recvp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
+      case OP_SEND: m.nccl(a.Send(sp, total, t, peer, m.comm, m.s), "ncclSend"); break;
+      case OP_RECV: m.nccl(a.Recv(rp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
     }
   };
+  auto issue = [&]() { issue_at(0); };
+
   auto prepare_data = [&]() {
     // poison the output (0xff: NaN for floats, -1 / 255 for integers; no expected value is either)
-    if (!(in_place && op == OP_REDUCE_SCATTER))
+    if (!out_in_input)
       CB_CUDA(cudaMemsetAsync(in_place ? m.recv : recvp, 0xff, out_count * es, m.s), "poisoning the output");
     if (op != OP_RECV) CB_DISPATCH(dt.code, init_t, sendp, in_count, r, m.s);
     CB_LAUNCHED("launching the data init kernel");
   };
 
   NcclResult res;
+  res.api = used;
+  res.alloc = a.MemAlloc ? "ncclMemAlloc" : "cudaMalloc";
   m.ensure_events(size_t(iters) + 2);
   if (check) prepare_data();
   // warm-up (untimed; also sets up NCCL's connections for this op)
-  for (int w = 0; w < warmup; ++w) issue();
-  CB_CUDA(cudaEventRecord(m.ev[0], m.s), "recording an event");
-  m.wait(m.ev[0], deadline, op_name + " warm-up");
+  for (int w = 0; w < warmup; ++w) issue_at(w);
+  m.sync(deadline, op_name + " warm-up");
+  auto launch = [&](int i) { issue_at(i); };
+  const bool pair = op == OP_SEND || op == OP_RECV;
+  auto barrier = [&]() { m.barrier(deadline, pair ? &issue : nullptr); };
+  const double ops_timed = double(iters) * std::max(graph, 1);
 
-  // One untimed op queued right before a start event lines the ranks up on the GPUs:
-  // it completes on every rank at about the same moment, whenever each host got here
-  // (nccl-tests gets the same from a barrier before its timer starts).
-  auto align = [&]() {
-    if (n > 1) issue();
-  };
-  cudaEvent_t t0 = m.ev[iters], t1 = m.ev[iters + 1];
-  auto launch = [&](int) { issue(); };
+  // Pass 1, time_us (nccl-tests' BenchTime): one op waited for, a barrier of the ranks,
+  // then the host clock around the launches and the stream synchronize.
+  cudaGraphExec_t ge = nullptr;
+  try {
+    issue();
+    m.sync(deadline, op_name);
+    barrier();
+    if (graph > 0) {
+      try {
+        ge = capture_graph(m.s, iters, launch, "rank " + std::to_string(r) + " " + op_name);
+      } catch (...) {
+        m.broken = true;  // a failed capture leaves the stream unusable
+        throw;
+      }
+      barrier();
+      const uint64_t t0 = now_ns();
+      for (int l = 0; l < graph; ++l) CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");
+      m.sync(deadline, op_name + " (CUDA graph)");
+      res.mean_us = double(now_ns() - t0) / 1e3 / ops_timed;
+    } else {
+      const uint64_t t0 = now_ns();
+      for (int i = 0; i < iters; ++i) issue_at(i);
+      m.sync(deadline, op_name);
+      res.mean_us = double(now_ns() - t0) / 1e3 / ops_timed;
+    }
 
-  // Pass 1, the figure (event_timing.cuh): `iters` launches between two events; with -G
-  // N, those launches captured into one graph (no event nodes) and the graph launched N times.
-  if (graph > 0) {
-    cudaGraphExec_t ge = nullptr;
-    try {
-      ge = capture_graph(m.s, iters, launch, "rank " + std::to_string(r) + " " + op_name);
-    } catch (...) {
-      m.broken = true;  // a failed capture leaves the stream unusable
-      throw;
-    }
-    try {
-      CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph");  // first launch uploads it
-      align();
-      record_batch(m.s, t0, t1, graph,
-                   [&](int) { CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph"); });
-      m.wait(t1, deadline, op_name + " (CUDA graph)");
-    } catch (...) {
-      cudaGraphExecDestroy(ge);
-      throw;
-    }
-    cudaGraphExecDestroy(ge);
-  } else {
-    align();
-    record_batch(m.s, t0, t1, iters, launch);
+    // Pass 1b, the GPU time of a batch of the same launches: an event before and after
+    cudaEvent_t t0 = m.ev[iters], t1 = m.ev[iters + 1];
+    barrier();
+    if (ge)
+      record_batch(m.s, t0, t1, graph, [&](int) { CB_CUDA(cudaGraphLaunch(ge, m.s), "launching the CUDA graph"); });
+    else
+      record_batch(m.s, t0, t1, iters, launch);
     m.wait(t1, deadline, op_name);
+    res.gpu_us = elapsed_us(t0, t1) / ops_timed;
+  } catch (...) {
+    if (ge) cudaGraphExecDestroy(ge);
+    throw;
   }
-  res.mean_us = elapsed_us(t0, t1) / (double(iters) * std::max(graph, 1));
+  if (ge) cudaGraphExecDestroy(ge);
 
   // Pass 2, the spread: the same launches with an event after each
-  align();
+  barrier();
   record_each(m.s, m.ev.data(), iters, launch);
   m.wait(m.ev[iters], deadline, op_name);
   res.samples_us.reserve(iters);
@@ -456,9 +628,9 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
     prepare_data();
     issue();
     // (avg is not checked: the mean of the small integers is not exact in every dtype)
-    bool has_output = !(op == OP_SEND) && !(op == OP_REDUCE && r != root) && redop != ncclAvg;
+    bool has_output = !(op == OP_SEND) && !((op == OP_REDUCE || op == OP_GATHER) && r != root) && redop != ncclAvg;
     if (has_output) {
-      CheckSpec c{op, r, n, root, peer, int(redop), op == OP_ALL_GATHER ? in_count : chunk};
+      CheckSpec c{op, r, n, root, peer, int(redop), chunk};
       corrupt_for_test(recvp, out_count * es, false, m.s);
       CB_CUDA(cudaMemsetAsync(m.counter, 0, sizeof(unsigned long long), m.s), "clearing the check counter");
       CB_DISPATCH(dt.code, check_t, recvp, out_count, c, m.counter, m.s);

@@ -7,6 +7,7 @@
 #pragma once
 #include <dlfcn.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <mutex>
@@ -47,6 +48,21 @@ enum ncclDataType_t {
   ncclBfloat16 = 9,
 };
 enum ncclRedOp_t { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+// ncclConfig_t as NCCL 2.28 declares it (ncclConfig_v22800). Used only with a library of
+// 2.28 or newer, which reads the fields up to the version the struct says it is.
+struct ncclConfig_v22800 {
+  size_t size = sizeof(ncclConfig_v22800);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 22800;
+  int blocking = INT_MIN, cgaClusterSize = INT_MIN, minCTAs = INT_MIN, maxCTAs = INT_MIN;
+  const char* netName = nullptr;
+  int splitShare = INT_MIN, trafficClass = INT_MIN;
+  const char* commName = nullptr;
+  int collnetEnable = INT_MIN, CTAPolicy = INT_MIN, shrinkShare = INT_MIN, nvlsCTAs = INT_MIN,
+      nChannelsPerNetPeer = INT_MIN, nvlinkCentricSched = INT_MIN;
+};
+const int NCCL_WIN_COLL_SYMMETRIC = 0x01;
 
 struct Api {
   void* handle = nullptr;
@@ -55,6 +71,7 @@ struct Api {
   ncclResult_t (*GetVersion)(int*) = nullptr;
   ncclResult_t (*GetUniqueId)(ncclUniqueId*) = nullptr;
   ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*CommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_v22800*) = nullptr;  // 2.14
   ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*CommAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
@@ -73,6 +90,16 @@ struct Api {
   ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*GroupStart)() = nullptr;
   ncclResult_t (*GroupEnd)() = nullptr;
+  // Optional: nullptr where the loaded library predates them (looked up, never required)
+  ncclResult_t (*AlltoAll)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t) = nullptr;  // 2.28
+  ncclResult_t (*Gather)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*Scatter)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*MemAlloc)(void**, size_t) = nullptr;  // 2.19: cuMem buffers, what nccl-tests allocates
+  ncclResult_t (*MemFree)(void*) = nullptr;
+  ncclResult_t (*CommRegister)(ncclComm_t, void*, size_t, void**) = nullptr;  // 2.19 (nccl-tests -R 1)
+  ncclResult_t (*CommDeregister)(ncclComm_t, void*) = nullptr;
+  ncclResult_t (*CommWindowRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int) = nullptr;  // 2.27 (-R 2)
+  ncclResult_t (*CommWindowDeregister)(ncclComm_t, ncclWindow_t) = nullptr;
 
   std::string error(ncclResult_t r, ncclComm_t comm = nullptr) const {
     std::string s = GetErrorString ? GetErrorString(r) : ("NCCL error " + std::to_string(int(r)));
@@ -128,6 +155,16 @@ inline Api& load(const std::vector<std::string>& candidates) {
       continue;
     }
     sym(h, "ncclGetLastError", t.GetLastError);
+    sym(h, "ncclCommInitRankConfig", t.CommInitRankConfig);
+    sym(h, "ncclAlltoAll", t.AlltoAll);
+    sym(h, "ncclGather", t.Gather);
+    sym(h, "ncclScatter", t.Scatter);
+    if (!(sym(h, "ncclMemAlloc", t.MemAlloc) && sym(h, "ncclMemFree", t.MemFree))) t.MemAlloc = nullptr;
+    if (!(sym(h, "ncclCommRegister", t.CommRegister) && sym(h, "ncclCommDeregister", t.CommDeregister)))
+      t.CommRegister = nullptr;
+    if (!(sym(h, "ncclCommWindowRegister", t.CommWindowRegister) &&
+          sym(h, "ncclCommWindowDeregister", t.CommWindowDeregister)))
+      t.CommWindowRegister = nullptr;
     t.GetVersion(&t.version);
     char where[4096] = {0};
     void* any = reinterpret_cast<void*>(t.GetVersion);
