@@ -16,7 +16,6 @@ import os
 import platform
 import re
 import socket
-import stat
 import uuid
 import sys
 import time
@@ -34,7 +33,9 @@ ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "GLOO_", "TORCH_NCCL_", "CUDA_VISI
 RUN_ID_ENV = "COMM_BENCH_RUN_ID"  # set by the spawner: which document is this run's own
 OUTPUT_CLAIMED_ENV = "COMM_BENCH_OUTPUT_CLAIMED"  # set by the spawner, which holds -o's lock for its ranks
 BIG_DOCUMENT = 8 << 20   # past this size the file is replaced at most once a second
-_OURS = re.compile(rb'^\s*\{[^\0]*?"tool"\s*:\s*"comm-bench"')
+# what render() writes: the header opens with these two fields, the results list closes it
+_OURS = re.compile(rb'^\{\s*"schema_version"\s*:\s*\d+\s*,\s*"tool"\s*:\s*"comm-bench"')
+_OURS_TAIL = re.compile(rb"\]\s*\}\s*$")
 
 
 def now_iso() -> str:
@@ -130,22 +131,26 @@ def claim_output(path: str, force: bool = False) -> Target:
     comm-bench document (an empty file is fine)."""
     target = Target(path)
     try:
+        target.check_replaceable("-o")
         st = target.lstat()
-        if st is not None:
-            if stat.S_ISLNK(st.st_mode):
-                raise UsageError(f"-o '{path}' is a symbolic link: give the file's own path "
-                                 "(comm-bench replaces the file; it never writes through links)")
-            if not stat.S_ISREG(st.st_mode):
-                kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-                raise UsageError(f"-o '{path}' is {kind}: give the path of a results file")
-            if not force and st.st_size > 0 and not _OURS.match(target.read_head()):
-                raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
-                                 "use --force to replace it, or choose another -o")
+        if st is not None and not force and st.st_size > 0 and not _written_by_us(target, st.st_size):
+            raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
+                             "use --force to replace it, or choose another -o")
         target.lock()
     except BaseException:
         target.close()
         raise
     return target
+
+
+def _written_by_us(target: Target, size: int) -> bool:
+    """A document comm-bench wrote (so a run may replace it): its head and tail as render()
+    makes them. A hand-made {"tool": "comm-bench"} with no results is not one."""
+    head = target.read_head()
+    if not _OURS.match(head):
+        return False
+    tail = head if size <= len(head) else target.read_tail()
+    return bool(_OURS_TAIL.search(tail))
 
 
 def finalize(path: str, status: str, failure: dict | None = None, authoritative: bool = False) -> None:
