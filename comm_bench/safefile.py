@@ -89,8 +89,8 @@ class Target:
         st = self.lstat()
         kind = None if st is None else _kind(st.st_mode)
         if kind:
-            raise UsageError(f"{what} '{self.path}' is {kind}: comm-bench writes only regular files "
-                             "(it never writes through links or into devices); give a file's own path")
+            raise UsageError(f"{what} '{self.path}' is {kind}, not a regular file: comm-bench never writes "
+                             "through links or into devices; give a file's own path")
 
     def replace(self, data: bytes, sync: bool = False) -> None:
         """Write `data` as the target's new content, atomically. OSError (e.g. ENOSPC)
