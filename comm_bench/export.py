@@ -4,7 +4,6 @@ textfile collector -> Prometheus -> Grafana), and `report`'s record filters."""
 from __future__ import annotations
 
 import json
-import os
 import re
 
 from .errors import UsageError
@@ -94,16 +93,6 @@ def openmetrics(doc, records) -> bytes:
 
 
 def write_prometheus(doc, records, path):
-    """Written whole, then renamed: the textfile collector never reads half a file."""
-    data = openmetrics(doc, records)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
+    """Written whole, then renamed (safefile): the textfile collector never reads half a file."""
+    from .safefile import write_file
+    write_file(path, openmetrics(doc, records), "--prometheus")

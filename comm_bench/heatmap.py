@@ -7,7 +7,7 @@ class in that panel, and the legend says so. One panel per size class; N/A where
 nothing was measured. Axes: ranks, GPUs, NICs or hosts (--by), labelled host:device.
 
     data = build(doc, by="rank")          # matrices (numpy), labels, classes
-    heatmap_png.render_png(data, "heat.png")        # matplotlib (Agg)
+    heatmap_png.to_png_bytes(data)                 # matplotlib (Agg)
     heatmap_output.make("run.json", "heat.html")    # load + build + PNG or HTML file
 
 Counters in the records become a utilisation-over-time panel: heatmap_counters.py.

@@ -7,8 +7,9 @@ import time
 
 from .errors import UsageError
 from .heatmap import build, legend_text
-from .heatmap_png import render_png
+from .heatmap_png import to_png_bytes
 from .results import check_document, load as load_results
+from .safefile import write_file
 
 
 def render_html(data, path, interactive=False):
@@ -19,9 +20,7 @@ def render_html(data, path, interactive=False):
     else:
         from .report_html import heatmap_page
         html = heatmap_page(data)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(html)
-    return path
+    return write_file(path, html, "heatmap -o")
 
 
 def make(results, out, by="rank", op=None, interactive=False):
@@ -38,13 +37,10 @@ def make(results, out, by="rank", op=None, interactive=False):
     from .records import one_buffer
     one_buffer(doc, "heatmap")      # one cell is one link measured one way
     data = build(doc, by=by, op=op)
-    try:
-        if ext == ".png":
-            render_png(data, out)
-        else:
-            render_html(data, out, interactive)
-    except OSError as exc:
-        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
+    if ext == ".png":
+        write_file(out, to_png_bytes(data), "heatmap -o")
+    else:
+        render_html(data, out, interactive)
     return {"out": out, "cells": data.n, "panels": len(data.panels),
             "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
             "seconds": round(time.monotonic() - t0, 3)}

@@ -165,8 +165,5 @@ def write_compare_page(named_docs, result, path):
     from .plot import build
     title = "comm-bench compare: " + " vs ".join(name for name, _ in named_docs)
     html = page(title, [f"<h1>{title}</h1>", curves_div(*build(named_docs)), compare_table(result)])
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(html)
-    except OSError as exc:
-        raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
+    from .safefile import write_file
+    write_file(path, html, "compare --html")

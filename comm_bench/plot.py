@@ -133,15 +133,12 @@ def png_bytes(curves, rates, title=""):
 def make(paths, out, ops=None):
     """Load the documents, plot them into `out` (.png). Returns a summary dict."""
     from .results import load
+    from .safefile import write_file
 
     if os.path.splitext(out)[1].lower() != ".png":
         raise UsageError(f"-o {out}: give a .png file name")
     docs = [(os.path.basename(p), load(p)) for p in paths]
     curves, rates = build(docs, ops)
     title = " vs ".join(name for name, _ in docs) if len(docs) > 1 else docs[0][0]
-    try:
-        with open(out, "wb") as f:
-            f.write(png_bytes(curves, rates, title))
-    except OSError as exc:
-        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
+    write_file(out, png_bytes(curves, rates, title), "plot -o")
     return {"out": out, "curves": len(curves), "rates": rates}

@@ -230,9 +230,5 @@ def render(doc, out_path, rules=None, by="rank", interactive=False):
             heat = f"<p class=meta>no heatmap: {e(exc)}</p>"
         body += ["<h2>Heatmap</h2>", heat]
     body += ["<h2>Results</h2>", _results_tables(doc), "<h2>Topology</h2>", _topology(doc)]
-    try:
-        with open(out_path, "w", encoding="utf-8") as f:
-            f.write(page(title, "\n".join(body)))
-    except OSError as exc:
-        raise UsageError(f"cannot write HTML report '{out_path}': {exc.strerror}") from None
-    return out_path
+    from .safefile import write_file
+    return write_file(out_path, page(title, "\n".join(body)), "--html")

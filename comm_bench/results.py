@@ -16,12 +16,12 @@ import os
 import platform
 import re
 import socket
-import stat
 import uuid
 import sys
 import time
 
 from . import __version__
+from .doclimits import loads_json
 from .errors import RunFailed, UsageError
 from .safefile import Target, disk_full_error, read_bounded
 from .secret import PRIVATE_ENV
@@ -33,8 +33,13 @@ ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "GLOO_", "TORCH_NCCL_", "CUDA_VISI
                 "COMM_BENCH_", "FI_", "RDMAV_", "MLX5_")
 RUN_ID_ENV = "COMM_BENCH_RUN_ID"  # set by the spawner: which document is this run's own
 OUTPUT_CLAIMED_ENV = "COMM_BENCH_OUTPUT_CLAIMED"  # set by the spawner, which holds -o's lock for its ranks
+MAX_GBS = 1e6   # 1 PB/s: beyond any link or memory; a larger figure is a corrupted document
+# what one record measured: no two records of a document share all of these (and the buffer)
+RECORD_IDENTITY = ("transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "root", "round")
 BIG_DOCUMENT = 8 << 20   # past this size the file is replaced at most once a second
-_OURS = re.compile(rb'^\s*\{[^\0]*?"tool"\s*:\s*"comm-bench"')
+# what render() writes: the header opens with these two fields, the results list closes it
+_OURS = re.compile(rb'^\{\s*"schema_version"\s*:\s*\d+\s*,\s*"tool"\s*:\s*"comm-bench"')
+_OURS_TAIL = re.compile(rb"\]\s*\}\s*$")
 
 
 def now_iso() -> str:
@@ -130,22 +135,26 @@ def claim_output(path: str, force: bool = False) -> Target:
     comm-bench document (an empty file is fine)."""
     target = Target(path)
     try:
+        target.check_replaceable("-o")
         st = target.lstat()
-        if st is not None:
-            if stat.S_ISLNK(st.st_mode):
-                raise UsageError(f"-o '{path}' is a symbolic link: give the file's own path "
-                                 "(comm-bench replaces the file; it never writes through links)")
-            if not stat.S_ISREG(st.st_mode):
-                kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-                raise UsageError(f"-o '{path}' is {kind}: give the path of a results file")
-            if not force and st.st_size > 0 and not _OURS.match(target.read_head()):
-                raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
-                                 "use --force to replace it, or choose another -o")
+        if st is not None and not force and st.st_size > 0 and not _written_by_us(target, st.st_size):
+            raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
+                             "use --force to replace it, or choose another -o")
         target.lock()
     except BaseException:
         target.close()
         raise
     return target
+
+
+def _written_by_us(target: Target, size: int) -> bool:
+    """A document comm-bench wrote (so a run may replace it): its head and tail as render()
+    makes them. A hand-made {"tool": "comm-bench"} with no results is not one."""
+    head = target.read_head()
+    if not _OURS.match(head):
+        return False
+    tail = head if size <= len(head) else target.read_tail()
+    return bool(_OURS_TAIL.search(tail))
 
 
 def finalize(path: str, status: str, failure: dict | None = None, authoritative: bool = False) -> None:
@@ -185,13 +194,28 @@ def _float(text):
     return v if math.isfinite(v) else _not_a_number(text)
 
 
+def _no_repeated_keys(path):
+    """A key given twice (two 'results' lists: json keeps the last) makes the document ambiguous."""
+    def build(pairs):
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise UsageError(f"'{path}' is not a valid comm-bench results document: the key {key!r} "
+                             "appears twice in one object (which one counts is ambiguous)")
+        return obj
+    return build
+
+
 def load(path: str) -> dict:
     """Read and check a results file; one clear UsageError if it is missing, unreadable,
     too large, not ours or not valid against the schema (naming the record)."""
     data = read_bounded(path, "results file")
     try:
         # NaN/Infinity become strings, which the schema then refuses where a number belongs
-        doc = json.loads(data.decode("utf-8"), parse_constant=_not_a_number, parse_float=_float)
+        doc = loads_json(data.decode("utf-8"), "results file", path, walk=False,
+                         parse_constant=_not_a_number, parse_float=_float,
+                         object_pairs_hook=_no_repeated_keys(path))
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
@@ -240,16 +264,46 @@ def _short(value) -> str:
 
 
 def _check_values(doc, path):
-    """What JSON Schema cannot say: ranks below world_size, numbers finite in memory."""
+    """What JSON Schema cannot say: ranks below world_size and listed once, numbers finite
+    and below MAX_GBS, known dtypes, no pair from a rank to itself, no record twice. A
+    document that contradicts itself is refused (exit 2), never read with a guess."""
+    from .ops import DTYPES
+    from .records import buffer_label
+
+    def bad(what):
+        return UsageError(f"'{path}' is not a valid comm-bench results document: {what}")
+
     n = doc.get("world_size")
+    listed = [r.get("rank") for r in doc.get("ranks") or []]
+    if len(set(listed)) != len(listed):
+        rank = next(r for i, r in enumerate(listed) if r in listed[:i])
+        raise bad(f"rank {rank} appears twice in 'ranks'")
+    if listed and n is not None and len(listed) != n:
+        raise bad(f"world_size is {n} but 'ranks' lists {len(listed)} rank(s)")
+    seen = {}
     for i, rec in enumerate(doc["results"]):
+        where = f"record {i} (results[{i}]"
         for key in ("src", "dst", "root"):
             v = rec.get(key)
             if n is not None and v is not None and v >= n:
-                raise UsageError(f"'{path}' is not a valid comm-bench results document: record {i} "
-                                 f"(results[{i}].{key}) names rank {v}, but the run had {n} rank(s)")
+                raise bad(f"{where}.{key}) names rank {v}, but the run had {n} rank(s)")
+        if rec.get("src") is not None and rec.get("src") == rec.get("dst"):
+            raise bad(f"{where}) is a pair from rank {rec['src']} to itself (src == dst)")
+        if rec.get("dtype") is not None and rec["dtype"] not in DTYPES:
+            raise bad(f"{where}.dtype) is {_short(rec['dtype'])}, not one of {', '.join(DTYPES)}")
         for key in ("time_us", "algbw", "busbw", "bw_peak"):
             v = rec.get(key)
             if isinstance(v, float) and not math.isfinite(v):
-                raise UsageError(f"'{path}' is not a valid comm-bench results document: record {i} "
-                                 f"(results[{i}].{key}) is {v}, not a finite number")
+                raise bad(f"{where}.{key}) is {v}, not a finite number")
+            if key != "time_us" and isinstance(v, (int, float)) and v > MAX_GBS:
+                raise bad(f"{where}.{key}) is {v:g} GB/s, more than any link or memory carries "
+                          f"({MAX_GBS:g} GB/s)")
+        ident = tuple(_hashable(rec.get(k)) for k in RECORD_IDENTITY) + (buffer_label(rec),)
+        if ident in seen:
+            raise bad(f"{where}) measures what record {seen[ident]} measured (same "
+                      f"{', '.join(RECORD_IDENTITY)}): a record given twice")
+        seen[ident] = i
+
+
+def _hashable(v):
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v

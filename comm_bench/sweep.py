@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import ops as ops_mod, registry, resume
+from . import ops as ops_mod, registry, resume, world_size as same_world
 from .errors import CommBenchError, Interrupted, UsageError
 from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
@@ -165,12 +165,13 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
         raise UsageError(f"another process already runs as rank {info.rank} of this run "
                          f"(at {master}:{port}): each rank needs its own RANK")
+    same_world.post(store, info)
     if source == "derived" and info.rank == 0 and not all_local:
         print(f"comm-bench: note: the store's messages are sealed with a key derived from the launch "
               f"environment, not a secret: set {SECRET_FILE_ENV} (docs/reliability.md)", file=sys.stderr)
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
-    table = store.all_gather("cb/ranks", me)
+    table = same_world.gather(store, info, "cb/ranks", me)
     run = (cfg.runner or _RankRun)(cfg, info, cls, store, table)
     return run.execute()
 

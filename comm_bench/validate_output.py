@@ -1,7 +1,9 @@
 """validate's report as text (the console) and as JUnit XML (CI)."""
 from __future__ import annotations
 
-from .errors import UsageError
+import io
+
+from .safefile import write_file
 from .sizes import human_size
 from .validate_findings import FINDING_KINDS
 
@@ -53,7 +55,6 @@ def write_junit(report, path):
             case.result = [failure]
         suite.add_testcase(case)
     suite.update_statistics()
-    try:
-        suite.write(str(path), pretty=True)
-    except OSError as exc:
-        raise UsageError(f"cannot write JUnit file '{path}': {exc.strerror}") from None
+    buf = io.BytesIO()
+    suite.write(buf, pretty=True)
+    write_file(path, buf.getvalue(), "--junit")

@@ -4,7 +4,6 @@ per link class and transport, outlier thresholds). Format: docs/validate-rules.m
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 
@@ -12,6 +11,7 @@ import yaml
 
 from . import sizes
 from .errors import UsageError
+from .doclimits import MAX_RULES_BYTES, loads_json, loads_yaml
 from .safefile import read_bounded
 
 
@@ -22,7 +22,6 @@ def default_rules_path():
 with open(default_rules_path(), encoding="utf-8") as _f:
     DEFAULT_RULES = yaml.safe_load(_f)
 RULE_KEYS = set(DEFAULT_RULES)
-MAX_RULES_BYTES = 1 << 20
 CLASS_KEYS = {"efficiency", "floor_gbs"}
 
 
@@ -57,12 +56,12 @@ def load_rules(path=None):
         raise UsageError(f"rules file '{path}' is not UTF-8 text") from None
     if path.endswith(".json"):
         try:
-            user = json.loads(text)
+            user = loads_json(text, "rules file", path)
         except ValueError as exc:
             raise UsageError(f"rules file '{path}' is not valid JSON: {exc}") from None
     else:
         try:
-            user = yaml.safe_load(text)
+            user = loads_yaml(text, "rules file", path)
         except yaml.YAMLError as exc:
             first = str(exc).replace("\n", " ")[:120]
             raise UsageError(f"rules file '{path}' is not valid YAML: {first}") from None

@@ -3,12 +3,15 @@
 Every rank bumps a counter `hb/<rank>` in the store each second from a thread
 with its own store connection (so it keeps beating while the main thread is
 inside native code, which releases the GIL). Rank 0, which hosts the store,
-watches all counters; a counter that does not move for `stale_after` seconds,
+watches all counters; a counter that does not move for --timeout seconds,
 or an abort posted by a failing rank, makes rank 0 post `abort` with the
 culprit. Every rank polls `abort` and exits 1 with that one line. Other ranks
 notice a dead rank 0 because the store stops answering; a hung rank 0 (stopped,
 swapping) may leave their store calls blocked without end, so a second thread
 checks that the heartbeat thread still gets answers and stops the rank if not.
+
+A peer is dead only after --timeout (README, docs/reliability.md): a rank paused for
+less (a GC pause, swap-in, a debugger attached, SIGSTOP then SIGCONT) carries on.
 """
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ class Watchdog:
     def __init__(self, store, rank: int, world_size: int, rank_hosts: list, timeout: float,
                  on_abort):
         self.rank, self.world_size, self.rank_hosts = rank, world_size, rank_hosts
-        # stale_after < timeout, so every rank exits within --timeout of a failure
-        self.stale_after = max(2.0, min(timeout * 0.5, 30.0))
+        # silent for the whole --timeout before a peer counts as dead; beats come once a
+        # second, so never less than 2 s
+        self.stale_after = max(2.0, timeout)
         self.on_abort = on_abort      # called with the failure dict before exiting
         self._store = store
         self._client = store.client(timeout=self.stale_after)

@@ -1,4 +1,4 @@
-"""A rank that dies or hangs: the others stop within --timeout, naming it, and
+"""A rank that dies or hangs: the others stop within a few seconds of --timeout, naming it, and
 what was measured before stays in the results file."""
 import os
 import signal
@@ -93,7 +93,7 @@ def test_hung_rank_is_named_by_the_others(tmp_path):
         os.kill(procs[2].pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
         outs = finish(procs[:2], TIMEOUT + 20)
-        assert time.monotonic() - stopped_at < TIMEOUT + 2
+        assert time.monotonic() - stopped_at < TIMEOUT + 5   # silent for --timeout, then a few seconds to stop
     finally:
         procs[2].kill()
         procs[2].communicate()
@@ -113,7 +113,7 @@ def test_killed_rank_under_a_launcher(tmp_path):
     procs[1].kill()
     killed_at = time.monotonic()
     outs = finish([procs[0], procs[2]], TIMEOUT + 20)
-    assert time.monotonic() - killed_at < TIMEOUT + 2
+    assert time.monotonic() - killed_at < TIMEOUT + 5
     procs[1].communicate()
     for rc, _, err in outs:
         assert rc == 1 and "rank 1" in err and "Traceback" not in err, err

@@ -10,6 +10,7 @@ import os
 import socket
 import time
 
+from ..safefile import write_file
 from .nvml_snapshot import read_nvml
 from .sysfs import BDF_RE, ROOT_RE, _listdir
 
@@ -33,8 +34,7 @@ def _copy(src, dst, binary=False, limit=4096):
         except UnicodeDecodeError:
             return False
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with open(dst, "wb") as f:
-        f.write(data)
+    write_file(dst, data, "topo --record")
     return True
 
 
@@ -83,8 +83,8 @@ def record(out, root="/", nvml=True):
                         _copy(os.path.join(sf, a), os.path.join(df, a))
                     _copy(os.path.join(sf, "config"), os.path.join(df, "config"), binary=True)
                     if os.path.islink(os.path.join(sf, "driver")):
-                        with open(os.path.join(df, "driver"), "w") as f:
-                            f.write(os.path.basename(os.readlink(os.path.join(sf, "driver"))) + "\n")
+                        write_file(os.path.join(df, "driver"),
+                                   os.path.basename(os.readlink(os.path.join(sf, "driver"))) + "\n", "topo --record")
                     stack.append((sf, df))
                     # class children: net/, infiniband/, and one non-PCI level (virtio0/net)
                     for sub in [""] + [x for x in _listdir(sf) if not BDF_RE.match(x)
@@ -114,16 +114,13 @@ def record(out, root="/", nvml=True):
                 with open(os.path.join(node, nd, "meminfo")) as f:
                     line = next((ln for ln in f if "MemTotal" in ln), None)
                 if line:
-                    with open(os.path.join(dst_dev, "system", "node", nd, "meminfo"), "w") as f:
-                        f.write(line)
+                    write_file(os.path.join(dst_dev, "system", "node", nd, "meminfo"), line, "topo --record")
             except OSError:
                 pass
     doc = read_nvml() if nvml else {"available": False, "reason": "not recorded", "gpus": []}
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "nvml.json"), "w") as f:
-        json.dump(doc, f, indent=1)
+    write_file(os.path.join(out, "nvml.json"), json.dumps(doc, indent=1), "topo --record")
     meta = {"host": socket.gethostname(), "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "pci_functions": n, "elapsed_s": round(time.monotonic() - t0, 3)}
-    with open(os.path.join(out, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
+    write_file(os.path.join(out, "meta.json"), json.dumps(meta, indent=1), "topo --record")
     return meta

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import operator
 
+from ..doclimits import MAX_INT_DIGITS
 from ..errors import UsageError
 
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -24,9 +25,11 @@ class Expr:
             raise UsageError(f"{where}: 'if' must be an expression string")
         try:
             self.tree = ast.parse(src.strip(), mode="eval").body
+            self._check(self.tree, known, where)
         except SyntaxError as exc:
             raise UsageError(f"{where}: bad expression {src!r} ({exc.msg})") from None
-        self._check(self.tree, known, where)
+        except (RecursionError, MemoryError):
+            raise UsageError(f"{where}: expression nested too deeply ({len(src)} characters)") from None
 
     def _check(self, node, known, where):
         if isinstance(node, ast.BoolOp) or isinstance(node, ast.Compare):
@@ -40,6 +43,9 @@ class Expr:
         elif isinstance(node, (ast.Tuple, ast.List)):
             kids = node.elts
         elif isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (int, float, str))):
+            if isinstance(node.value, int) and abs(node.value) >= 10 ** MAX_INT_DIGITS:
+                raise UsageError(f"{where}: the number {str(node.value)[:12]}... in {self.text[:40]!r} is too "
+                                 f"large (at most {MAX_INT_DIGITS} digits)")
             kids = []
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCS \
                 and not node.keywords and node.args:

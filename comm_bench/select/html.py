@@ -42,8 +42,8 @@ def render(res, docs, path):
         parts.append(f"<h2>Links measured in {e(p)}</h2>")
         parts.append(_heatmap(doc))
     parts.append("<p class=\"meta\">Formulas and sources: docs/selection.md.</p>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page(f"comm-bench select: {w['name']}", "\n".join(parts)))
+    from ..safefile import write_file
+    write_file(path, page(f"comm-bench select: {w['name']}", "\n".join(parts)), "--html")
 
 
 def _heatmap(doc):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import re
 
+from ..doclimits import MAX_RULES_BYTES, loads_yaml
 from ..errors import UsageError
+from ..safefile import read_bounded
 from . import facts as F
 from .expr import Expr
 from .layouts import DP_LAYOUTS
@@ -29,10 +31,7 @@ def _read(path):
     except ImportError:
         raise UsageError("select rules need pyyaml: pip install pyyaml") from None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise UsageError(f"cannot read rules file '{path}': {exc.strerror}") from None
+        data = loads_yaml(read_bounded(path, "rules file", limit=MAX_RULES_BYTES), "rules file", path)
     except yaml.YAMLError as exc:
         raise UsageError(f"rules file '{path}' is not valid YAML: {' '.join(str(exc).split())[:140]}") from None
     if not isinstance(data, dict):

@@ -83,7 +83,7 @@ def parse_count(text, what="--params"):
         v = float(s[:-1] if s[-1:].isalpha() else s) * (mult or 0)
     except ValueError:
         v = 0
-    if not mult or v <= 0:
+    if not mult or not math.isfinite(v) or v <= 0:      # 1e400 reads as inf
         raise UsageError(f"{what}: bad count {text!r} (use e.g. 350M, 1.5B, 7e9)")
     return int(v)
 
