@@ -21,10 +21,13 @@ def rounds(transport):
 
 
 def test_gloo_lat_is_half_a_plain_round_trip():
+    """torch.distributed has only a Python API: comm-bench's loop makes the plain program's
+    calls. On the quiet 16-core machine comm-bench reads 0.86x half the plain round trip
+    (docs/benchmarks/framework-lat.md); on the shared 2-core CI VM both programs' minimums
+    move with the load (1.3x seen), so this holds it to what catches a whole round trip
+    (2.0x, the old bug) or the 3.5x that issue 24 reported."""
     got = rounds("gloo")
-    # about 1.0 (torch.distributed has only a Python API: comm-bench's loop is the plain one);
-    # a whole round trip (the old bug) is about 2.0
-    assert 0.5 < statistics.median(r["min_half_ratio"] for r in got) < 1.10, got
+    assert 0.5 < statistics.median(r["min_half_ratio"] for r in got) < 1.7, got
 
 
 def test_mpi_lat_loop_runs_in_cpp():
