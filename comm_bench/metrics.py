@@ -30,7 +30,7 @@ def one_way(round_trips_us: list) -> list:
 
 
 def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, dtype: str,
-                iters: int, warmup: int, n: int, samples_us: list, wrong: int, extra: dict,
+                iters: int, warmup: int, n: int, samples_us: list, wrong: int | None, extra: dict,
                 elem: int, round_trip: bool = False, mean_us: float | None = None,
                 reverse_mean_us: float | None = None, both_directions: bool = False,
                 peak_gbps: float | None = None) -> dict:
@@ -65,7 +65,7 @@ def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, 
         "algbw": algbw, "busbw": algbw * o.bus_factor(n),
         "bw_peak": peak_gbps,
         "msg_rate_mpps": 1.0 / time_us if time_us > 0 else 0.0,
-        "latency_us": lat, "wrong": int(wrong),
+        "latency_us": lat, "wrong": None if wrong is None else int(wrong),  # None: not checked
     }
     rec["extra"] = extra
     return rec

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 
+from . import data_error
 from .html_base import e, page
 from .records import buffer_label
 
@@ -89,6 +90,9 @@ def _summary(doc):
     f = doc.get("failure")
     if f:
         rows.append(("failure", f"rank {f.get('rank')} on {f.get('host')}: {f.get('reason')}"))
+    err = data_error.of_document(doc)
+    if err:
+        rows.append(("data check", data_error.describe(err)))
     libs = ((doc.get("environment") or {}).get("libraries") or {})
     if libs:
         rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in libs.items())))
@@ -165,12 +169,13 @@ def _results_tables(doc):
                 b = [x.get("busbw") for x in group if isinstance(x.get("busbw"), (int, float))]
                 extra = (f"<td>{len(group)}</td><td>{f(min(b) if b else None)}</td><td>{f(med('busbw'))}</td>"
                          f"<td>{f(max(b) if b else None)}</td>")
-            wrong = sum(x.get("wrong") or 0 for x in group if isinstance(x.get("wrong"), int))
+            counts = [x["wrong"] for x in group if isinstance(x.get("wrong"), int)]
+            wrong = sum(counts) if counts else "N/A"      # N/A: not checked (-c 0)
             rows.append(f"<tr><td>{e(human_size(size) if isinstance(size, int) else size)}</td>"
                         f"<td>{e(r0.get('count'))}</td><td class=l>{e(r0.get('dtype'))}</td>"
                         f"<td class=l>{e(r0.get('redop') or '')}</td>{extra}<td>{f(med('time_us'), 4)}</td>"
                         f"<td>{f(med('algbw'))}</td><td>{f(med('busbw'))}</td>"
-                        f"<td{' class=bad' if wrong else ''}>{wrong}</td></tr>")
+                        f"<td{' class=bad' if wrong not in (0, 'N/A') else ''}>{wrong}</td></tr>")
         out.append("<table>" + head + "".join(rows) + "</table>")
         if pairs:
             out.append("<p class=meta>pair patterns: time/algbw/busbw columns are medians over pairs</p>")

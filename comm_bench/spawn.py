@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from . import data_error
 from .errors import INTERNAL_ERROR, UsageError
 from .netutil import free_port
 from .progress import STDOUT_TTY_ENV
@@ -162,8 +163,19 @@ def _watch(procs, names, results_path, lines) -> int:
         if all(c == 0 for c in codes):
             lines.pump(final=True)
             lines.release()
-            return 0
+            return _data_error_exit(results_path)
         time.sleep(0.05)
+
+
+def _data_error_exit(results_path) -> int:
+    """A completed run whose check found wrong values exits 1, its last line saying how many
+    values and where (the ranks leave that to us: they would all say it, in no set order)."""
+    doc = _own_document(results_path)
+    err = doc and doc.get("status") == "ok" and data_error.of_document(doc)
+    if not err:
+        return 0
+    print(data_error.line(err, results_path), file=sys.stderr, flush=True)
+    return 1
 
 
 def _failed(procs, names, results_path, lines, failed) -> int:

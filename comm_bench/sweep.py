@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import ops as ops_mod, registry, resume, world_size as same_world
+from . import data_error, ops as ops_mod, registry, resume, world_size as same_world
 from .errors import CommBenchError, Interrupted, UsageError
 from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
@@ -184,6 +184,7 @@ class _RankRun:
         self.writer = None
         self.kept = []               # rank 0: the earlier attempt's records (--resume)
         self.done = set()            # every rank: resume.record_key of what is measured already
+        self.wrong_found = []        # rank 0: data_error.entry of each record with wrong values
         self.lock = threading.Lock()
         self.elem = ops_mod.dtype_size(cfg.dtype)
         self.watchdog = Watchdog(store, self.rank, self.n, [t["host"] for t in table], cfg.timeout,
@@ -202,6 +203,9 @@ class _RankRun:
             if self.cfg.resume:
                 self.done = self._share_done()
             self._sweep()
+            # every rank learns whether the data was wrong: each exits 1 then, as nccl-tests does
+            wrong = self.store.broadcast(0, "cb/data_error", data_error.summary(self.wrong_found)
+                                         if self.rank == 0 else None)
             self.watchdog.finished()
             self.store.barrier("cb/end")
             # every rank is done: from here on rank 0 (the store's host) leaving is no failure
@@ -209,9 +213,9 @@ class _RankRun:
             if self.writer:
                 self.progress.close()
                 with self.lock:
-                    self.writer.close("ok")
+                    self.writer.close("ok")   # the measurement completed: its status says so
             completed = True
-            return 0
+            return self._data_error_exit(wrong)
         except (CommBenchError, Interrupted) as exc:
             prior = self.watchdog.posted_failure()
             if prior:  # another rank failed first: this error is its consequence
@@ -230,6 +234,17 @@ class _RankRun:
                 self.watchdog.stop()
                 if completed:
                     self._leave_together()
+
+    def _data_error_exit(self, wrong) -> int:
+        """1 when the check found wrong values, the last line saying how many and where. Ranks of
+        this machine's spawner exit 0: the spawner reads the document and says it last."""
+        if not wrong:
+            return 0
+        if os.environ.get("COMM_BENCH_LAUNCHER") == "spawn":
+            return 0
+        if self.rank == 0:
+            print(data_error.line(wrong, self.cfg.output), file=sys.stderr, flush=True)
+        return 1
 
     def _leave_together(self):
         """Rank 0 hosts the store and leaves last: a rank still tearing down must not find
@@ -276,6 +291,8 @@ class _RankRun:
         if previous:
             self.kept = resume.renumbered(previous, doc, cfg.output)
             doc = resume.continued(previous, doc, self.kept)
+            self.wrong_found = [data_error.entry(r) for r in self.kept if data_error.has_wrong(r)]
+        doc["data_error"] = data_error.summary(self.wrong_found)
         self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
         self.nhosts = len(hosts)
         rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
@@ -351,10 +368,14 @@ class _RankRun:
             self._emit(make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern="collective",
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
-                n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
+                n=self.n, samples_us=samples, wrong=self._wrong(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
                 mean_us=_ranks_time(op, means, got[0]["extra"].get("average")), both_directions=got[0]["both_directions"]),
-                f"{op} {size} B", asked)
+                f"{op} {size} B", asked, ranks={i: g["wrong"] for i, g in enumerate(got)})
+
+    def _wrong(self, counts):
+        """The record's wrong values: the ranks' counts added up, or None when unchecked."""
+        return sum(counts) if self.cfg.check else None
 
     def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
         # (confirm-phase re-measurements, tagged, are never an earlier attempt's records)
@@ -372,7 +393,7 @@ class _RankRun:
             rec = make_record(
                 transport=self.cfg.transport, op=op, mode=self.cfg.mode, pattern=self.cfg.pattern,
                 size=size, dtype=self.cfg.dtype, iters=iters or self.cfg.iters, warmup=self.cfg.warmup,
-                n=2, samples_us=s["samples"], wrong=s["wrong"] + d["wrong"], extra=s["extra"],
+                n=2, samples_us=s["samples"], wrong=self._wrong((s["wrong"], d["wrong"])), extra=s["extra"],
                 elem=self.elem, round_trip=s["round_trip"], mean_us=s["mean_us"],
                 reverse_mean_us=d["mean_us"] if d["extra"].get("direction") == "dst->src" else None,
                 both_directions=s["both_directions"], peak_gbps=s["peak_gbps"])
@@ -384,12 +405,15 @@ class _RankRun:
             rec.update(tag or {})
             self._emit(rec, f"{op} {size} B {src}->{dst}", asked)
 
-    def _emit(self, record, description, asked):
+    def _emit(self, record, description, asked, ranks=None):
         if asked != [record["size"]]:
             record["requested_sizes"] = asked   # the sizes asked for that round to this one
         with self.lock:
             if self.writer is None:
                 return
+            if data_error.has_wrong(record):   # in the document with the record that shows it
+                self.wrong_found.append(data_error.entry(record, ranks))
+                self.writer.meta["data_error"] = data_error.summary(self.wrong_found)
             # a SIGTERM (from the local parent) waits until the record is whole
             held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
             try:

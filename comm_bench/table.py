@@ -71,9 +71,12 @@ def title(op: str, transport: str, pattern: str, mode: str, n: int, hosts: int) 
 
 
 def footer(records, mode: str = "bw") -> list:
-    """nccl-tests' closing lines: records with wrong data, and the average busbw."""
-    wrong = sum(1 for r in records if isinstance(r.get("wrong"), int) and r["wrong"] > 0)
-    lines = [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}"]
+    """nccl-tests' closing lines: the wrong values the check found (N/A when nothing was
+    checked: a record's wrong is null then), and the average busbw."""
+    counts = [r["wrong"] for r in records if isinstance(r.get("wrong"), int) and not isinstance(r["wrong"], bool)]
+    wrong = sum(counts)
+    lines = [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}" if counts
+             else "# Out of bounds values : N/A (data not checked: -c 0)"]
     bw = [r["busbw"] for r in records if isinstance(r.get("busbw"), (int, float))]
     if mode != "lat" and bw:
         lines.append(f"# Avg bus bandwidth    : {sum(bw) / len(bw):.6g}")

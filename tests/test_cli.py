@@ -31,7 +31,7 @@ def test_sweep_help_lists_conventions_and_transport_options():
     (["sweep", "-t", "gloo", "--pattern", "ring"], "unknown --pattern"),
     (["sweep", "-t", "gloo", "--dtype", "float128"], "does not take --dtype"),
     (["sweep", "-n", "0"], "--iters"),
-    (["sweep", "-c", "2"], "-c/--check"),
+    (["sweep", "-c", "yes"], "-c/--check"),
     (["sweep", "--nprocs", "1", "--pattern", "pairwise"], "needs at least 2 ranks"),
     (["sweep", "--no-such-flag"], "No such option"),
     (["sweep", "-n", "many"], "not a valid integer"),

@@ -1,9 +1,10 @@
 """What the framework transports (gloo, mpi) share: the timing loop and the data check.
 
-These transports measure a framework's own Python API (torch.distributed,
-mpi4py), so the loop that calls it is Python by necessity; it is kept to one
-call and one clock read per iteration (OSU's mpi4py benchmarks do the same).
-The native transports (tcp, rdma, cuda, nccl) time their loops in C++.
+torch.distributed has only a Python API, so gloo's loop is Python by necessity: one
+call and one clock read per iteration, as a plain torch.distributed ping-pong
+(tools/plain_pingpong.py). MPI's pair loops run in C++ (_mpi_native.py, `timed`); its
+collectives and GPU-staged steps still go through mpi4py here. The native transports
+(tcp, rdma, cuda, nccl) time their loops in C++.
 """
 from __future__ import annotations
 
@@ -56,13 +57,15 @@ def ring_peers(rank: int, n: int):
 
 
 def measure(steps, iters: int, warmup: int, *, check: bool, reset, output, want, role, mode,
-            compare=None):
-    """Time `steps` = (step, finish) and, with check, run one more iteration on fresh data
+            compare=None, timed=None):
+    """Time `steps` = (step, finish) (or, where the library's calls can run in a native loop,
+    `timed(iters, warmup)` -> samples, the same steps in C++) and, with check, run one more
+    iteration on fresh data
     (`reset()`), comparing `output()` (a numpy array) with `want`, or, for GPU buffers,
     `compare(want)` (the count of wrong elements, compared on the GPU). A pair's ping-pong
     samples are whole round trips (the record halves them)."""
     step, finish = steps
-    samples = time_loop(step, iters, warmup, finish)
+    samples = timed(iters, warmup) if timed else time_loop(step, iters, warmup, finish)
     wrong = 0
     if check:
         reset()

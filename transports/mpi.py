@@ -2,8 +2,9 @@
 GPU buffers (--buffer cuda[:cupy|:numba|:torch], _gpu_buffers.py).
 
 Under mpirun the ranks are MPI's own; with --nprocs comm-bench starts them
-through mpirun. Measures what an mpi4py program sees (see _framework.py for
-why its loop is Python; mpi4py releases the GIL inside MPI calls).
+through mpirun. Pair patterns on host buffers time MPI_Send/MPI_Recv in a C++ loop
+(_mpi_native.py), as OSU's osu_latency/osu_bw do; collectives go through mpi4py's calls
+(one per iteration; mpi4py releases the GIL inside MPI calls).
 
 GPU buffers go to MPI directly (mpi4py reads __cuda_array_interface__ / DLPack) only
 where the MPI library is CUDA-aware (_mpi_cuda.py says whether, and how it knows);
@@ -14,6 +15,7 @@ from __future__ import annotations
 from .. import ops as ops_mod
 from . import _framework as fw
 from . import _gpu_buffers as gb
+from . import _mpi_native
 from ._mpi_cuda import cuda_aware_before_init, cuda_aware_in_rank
 from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
 
@@ -52,6 +54,7 @@ class MpiTransport(Transport):
 
         self.ctx, self.MPI = ctx, MPI
         self.comm = MPI.COMM_WORLD
+        self.native = _mpi_native.loop_for(MPI, self.comm)   # None: the Python loop times pairs
         if self.comm.Get_size() != ctx.world_size or self.comm.Get_rank() != ctx.rank:
             raise TransportUnavailable(
                 f"MPI sees rank {self.comm.Get_rank()} of {self.comm.Get_size()} but the run has rank "
@@ -90,8 +93,12 @@ class MpiTransport(Transport):
             inp[:] = values.astype(dtype)
             out[:] = 0
 
+        timed = None
+        if peer is not None and self.native is not None:
+            ack = bytearray(1)
+            timed = lambda n, w: self.native(inp, out, ack, nbytes, peer, role == "src", mode == "lat", n, w)  # noqa: E731
         res = self._measure(op, nbytes, steps, iters, warmup, check=check, want=want, role=role,
-                            mode=mode, reset=reset, output=lambda: out)
+                            mode=mode, reset=reset, output=lambda: out, timed=timed)
         if role != "dst":
             res.extra = {"buffer": self.buffer}
         return res
@@ -102,6 +109,9 @@ class MpiTransport(Transport):
         except self.MPI.Exception as exc:
             raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
                                  f"{exc.Get_error_string()}") from None
+        except RuntimeError as exc:   # the native loop's MPI error
+            raise TransportError(f"rank {self.ctx.rank}: MPI {op} of {nbytes} B failed: "
+                                 f"{str(exc).splitlines()[0]}") from None
 
     def _run_gpu(self, op, nbytes, iters, warmup, dtype, check, mode, peer, role, values, out_count, want):
         """Device buffers: handed to MPI (CUDA-aware) or staged through pinned host mirrors;

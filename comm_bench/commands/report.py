@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from .. import export, table
+from .. import data_error, export, table
 from ..errors import UsageError
 from ..records import buffer_label
 from ..results import load
@@ -45,6 +45,9 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
     else:
         print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
               f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
+        err = data_error.of_document(doc)
+        if err:
+            print(f"# {data_error.describe(err)}")
         for op, mode, buf in dict.fromkeys((r["op"], r.get("mode", "bw"), buffer_label(r)) for r in records):
             rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode and buffer_label(r) == buf]
             print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else "") +

@@ -52,8 +52,12 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("-n", "--iters", default=20, type=int, envvar=_env("iters"), help="Timed iterations per size.")
 @click.option("-w", "--warmup_iters", "warmup", default=5, type=int, envvar=_env("warmup_iters"),
               help="Untimed iterations per size.")
-@click.option("-c", "--check", default="0", is_flag=False, flag_value="1", envvar=_env("check"),
-              help="Check the data (-c or -c 1); errors are counted in #wrong.")
+@click.option("-c", "--check", default="1", is_flag=False, flag_value="1", envvar=_env("check"),
+              help="Check the data, on unless -c 0 (as nccl-tests): after the timed iterations one "
+                   "more, untimed, on fresh data is compared with the expected values; wrong values are "
+                   "counted in #wrong and fail the run (exit 1). -c 0: not checked (#wrong N/A). "
+                   "nccl-tests' -c N is taken as on (one checked iteration). The timed figures are the "
+                   "same either way; the check adds wall time (README: 'The data check').")
 @click.option("-d", "--dtype", default="float32", envvar=_env("dtype"), help="Element type.")
 @click.option("--mode", default="bw", type=click.Choice(["bw", "lat"]), envvar=_env("mode"),
               help="bw: streaming bandwidth; lat: ping-pong latency (point-to-point ops).")
@@ -91,15 +95,15 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     results JSON (-o) as it finishes.
     """
     cls = registry.get(transport)
-    if check not in ("0", "1"):
-        raise UsageError(f"-c/--check takes 0 or 1 (got '{check}')")
+    if not str(check).strip().isdigit():
+        raise UsageError(f"-c/--check takes 0 (off) or 1 (on) (got '{check}')")
     # no --op: the first op the pattern runs (sweep.resolve)
     ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [])
     mine = {o.dest for o in cls.options}
     _refuse_foreign_options(click.get_current_context(), transport, mine)
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
-                      check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
+                      check=int(check) > 0, dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
                       options={k: v for k, v in transport_options.items() if k in mine})

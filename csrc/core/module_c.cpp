@@ -1,5 +1,6 @@
 // comm_bench._C: the timing/statistics harness and the raw TCP transport.
 #include "pybind_common.h"
+#include "mpi_loop.h"
 #include "tcp.h"
 
 namespace py = pybind11;
@@ -16,6 +17,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("harness_timed_waits_us", &cb::harness_timed_waits_us, py::arg("iters"), py::arg("wait_ns"),
         py::call_guard<py::gil_scoped_release>(),
         "per-iteration times of iterations that each wait wait_ns on CLOCK_MONOTONIC");
+
+  m.def("mpi_pair_loop", [](uintptr_t send, uintptr_t recv, intptr_t byte_type, intptr_t comm, int peer,
+                            py::buffer inp, py::buffer out, py::buffer ack, int nbytes, bool src, bool lat,
+                            int iters, int warmup) {
+    py::buffer_info i = inp.request(), o = out.request(true), a = ack.request(true);
+    if (size_t(i.size * i.itemsize) < size_t(nbytes) || size_t(o.size * o.itemsize) < size_t(nbytes) ||
+        a.size * a.itemsize < 1)
+      throw cb::Error("mpi_pair_loop: a buffer is smaller than the message");
+    cb::MpiPair p{reinterpret_cast<cb::MpiSendFn>(send), reinterpret_cast<cb::MpiRecvFn>(recv), byte_type,
+                  comm, peer};
+    py::gil_scoped_release release;
+    return cb::mpi_pair_loop(p, static_cast<char*>(i.ptr), static_cast<char*>(o.ptr),
+                             static_cast<char*>(a.ptr), nbytes, src, lat, iters, warmup);
+  }, "per-iteration times (us) of a pair's MPI send/recv loop (MPI_Send/MPI_Recv at these addresses)");
 
   py::class_<cb::PeerAddr>(m, "PeerAddr")
       .def(py::init<int, std::string, int>(), py::arg("rank"), py::arg("host"), py::arg("port"));
