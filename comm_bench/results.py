@@ -195,6 +195,9 @@ def load(path: str) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+    if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
+        from .results_stream import records       # a large run's records, streamed beside it
+        doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
     check_document(doc, path)
     return doc
 

@@ -12,7 +12,7 @@ import math
 
 from ..records import measured_gbs, pair_records
 from ..validate_findings import finding
-from . import topology
+from . import fabric, topology
 from .stats import confidence, signed_rank_p
 from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
 from .verdicts import judge
@@ -51,9 +51,11 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
         t = v["target"]
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
             out.append(_pairfinding(v, lm, finding))
+    out, placed = fabric.localize(doc, lm, out, {(r["src"], r["dst"]) for r in recs},
+                                  rules["blame"]["min_share"])
     out += topology.findings(doc, finding)
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
-                 "withdrawn": withdrawn}
+                 "withdrawn": withdrawn, "fabric": placed}
     if not confirm_recs and table is not None:
         sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
         diagnosis["unconfirmed_suspects"] = [_name(s) for s in sus]
