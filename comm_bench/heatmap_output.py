@@ -7,6 +7,7 @@ import time
 
 from .errors import UsageError
 from .heatmap import build, legend_text
+from .heatmap_large import LARGE
 from .heatmap_png import render_png
 from .results import check_document, load as load_results
 
@@ -37,6 +38,8 @@ def make(results, out, by="rank", op=None, interactive=False):
         check_document(doc)
     from .records import one_buffer
     one_buffer(doc, "heatmap")      # one cell is one link measured one way
+    if by == "switch" or (doc.get("world_size") or 0) > LARGE:
+        return _make_large(doc, out, ext, op, t0)
     data = build(doc, by=by, op=op)
     try:
         if ext == ".png":
@@ -48,6 +51,24 @@ def make(results, out, by="rank", op=None, interactive=False):
     return {"out": out, "cells": data.n, "panels": len(data.panels),
             "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
             "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _make_large(doc, out, ext, op, t0):
+    """The aggregated heatmap (heatmap_large.py) of a large run or a --by switch view."""
+    from . import heatmap_large as large
+
+    agg = large.build(doc, op=op)
+    try:
+        if ext == ".png":
+            large.render_png(agg, out)
+        else:
+            large.render_html(agg, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
+    return {"out": out, "cells": agg.node.shape[0], "panels": 2 if agg.switches else 1,
+            "measured_pairs": agg.pairs, "seconds": round(time.monotonic() - t0, 3),
+            "aggregated": {"nodes": agg.n, "block": agg.block, "switches": len(agg.switches)},
+            "worst": large.worst_lines(agg)}
 
 
 def _isnan(a):
