@@ -53,6 +53,8 @@ def simulate(nodes, leaf, pod, host_gbs, oversub, noise, faults, pattern, k, siz
                f"({s['first_pass']['rounds']} first pass + {s['confirm']['rounds']} confirm), "
                f"{s['first_pass']['pairs'] + s['confirm']['pairs']} pair measurements of "
                f"{s['all_pairs']} ordered pairs; predicted wall time {s['predicted_wall_s']:.1f} s "
-               f"(pairwise-concurrent: {s['pairwise_concurrent_rounds']} rounds); "
+               f"(pairwise-concurrent: {s['pairwise_concurrent_rounds']} rounds, "
+               f"~{s['pairwise_concurrent_predicted_s']:.0f} s; pairwise: {s['all_pairs']} rounds, "
+               f"~{s['pairwise_predicted_s'] / 3600:.1f} h); "
                f"simulated in {s['simulated_in_s']:.1f} s")
     click.echo(f"wrote {output} and {doc['records_file']}")

@@ -108,6 +108,7 @@ def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) 
         for idx, pairs in enumerate(rounds):
             for size, asked in run._plan(cfg.op):
                 run._pairs(cfg.op, size, idx, pairs, asked)
+        per_round = run.clock / max(1, run.rounds)   # a first-pass round's mean time
         first = {"rounds": run.rounds, "pairs": run.pairs_measured, "predicted_s": round(run.clock, 3)}
         if cfg.confirm:
             run_phase(run, cfg.op, first_round=len(rounds))
@@ -117,6 +118,9 @@ def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) 
             confirm={"rounds": run.rounds - first["rounds"], "pairs": run.pairs_measured - first["pairs"],
                      "predicted_s": round(run.clock - first["predicted_s"], 3)},
             rounds=run.rounds, predicted_wall_s=round(run.clock, 3), all_pairs=n * (n - 1),
+            # the same rounds' mean time, for the patterns that measure every pair
+            pairwise_concurrent_predicted_s=round(per_round * rounds_count("pairwise-concurrent", n) * len(cfg.sizes), 1),
+            pairwise_predicted_s=round(per_round * rounds_count("pairwise", n) * len(cfg.sizes), 1),
             pairwise_concurrent_rounds=rounds_count("pairwise-concurrent", n) * len(cfg.sizes),
             schedule_rounds=rounds_count(cfg.pattern, n, cfg.k, levels) * len(cfg.sizes),
             simulated_in_s=round(time.monotonic() - t0, 2))
