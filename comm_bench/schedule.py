@@ -20,6 +20,12 @@ COST = {
 }
 
 
+def runs_as(pattern: str) -> str:
+    """The pattern a transport must run for this one: the large-cluster schedules are
+    rounds of disjoint concurrent pairs, as pairwise-concurrent's."""
+    return "pairwise-concurrent" if pattern in ("matchings", "topology") else pattern
+
+
 def rounds_count(pattern: str, n: int, k: int = DEFAULT_K, levels: int = 1) -> int:
     """Rounds a pattern takes (the cost COST states), without building it."""
     return {"pair": 1, "pairwise": n * (n - 1), "pairwise-concurrent": 2 * (n - 1 + n % 2),
@@ -66,22 +72,26 @@ def both_ways(matchings: list) -> list:
 
 
 def random_matchings(ranks: list, k: int, rnd: random.Random) -> list:
-    """k perfect matchings of `ranks` (one sits out when odd, a different one each time),
-    avoiding pairs an earlier matching used (a few reshuffles, then accepted)."""
+    """k perfect matchings of `ranks` (one sits out when odd, a different one each time):
+    each a shuffle, then a pair an earlier matching used swaps a partner with a random
+    other pair where both new pairs are unused (so every rank meets k distinct peers
+    while k is well below n)."""
     used, out = set(), []
     for _ in range(k):
-        best = None
-        for _try in range(8):
-            order = list(ranks)
-            rnd.shuffle(order)
-            pairs = [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
-            repeats = sum(frozenset(p) in used for p in pairs)
-            if best is None or repeats < best[0]:
-                best = (repeats, pairs)
-            if repeats == 0:
-                break
-        used.update(frozenset(p) for p in best[1])
-        out.append(best[1])
+        order = list(ranks)
+        rnd.shuffle(order)
+        pairs = [[order[i], order[i + 1]] for i in range(0, len(order) - 1, 2)]
+        for i, p in enumerate(pairs):
+            tries = 0
+            while frozenset(p) in used and tries < 64 and len(pairs) > 1:
+                tries += 1
+                j = rnd.randrange(len(pairs))
+                q = pairs[j]
+                if j != i and frozenset((p[0], q[1])) not in used and frozenset((q[0], p[1])) not in used:
+                    p[1], q[1] = q[1], p[1]
+        pairs = [tuple(p) for p in pairs]
+        used.update(frozenset(p) for p in pairs)
+        out.append(pairs)
     return out
 
 

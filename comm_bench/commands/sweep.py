@@ -10,6 +10,7 @@ from .. import registry
 from ..errors import UsageError
 from ..launch import detect
 from ..limits import check_host
+from ..schedule import COST, DEFAULT_K
 from ..sizes import size_range
 from ..spawn import spawn_local
 from ..sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
@@ -58,8 +59,14 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--mode", default="bw", type=click.Choice(["bw", "lat"]), envvar=_env("mode"),
               help="bw: streaming bandwidth; lat: ping-pong latency (point-to-point ops).")
 @click.option("--pattern", default=None, envvar=_env("pattern"),
-              help="collective | pair | pairwise | pairwise-concurrent. Default: collective where "
-                   "the op is one, else pair (2 ranks) or pairwise.")
+              help="collective | pair | " + " | ".join(f"{p} ({c})" for p, c in COST.items()) +
+                   ". Default: collective where the op is one, else pair (2 ranks) or pairwise.")
+@click.option("--matchings", default=DEFAULT_K, type=click.IntRange(1, 4096), envvar=_env("matchings"),
+              help="matchings/topology patterns: k random perfect matchings (per switch distance).")
+@click.option("--seed", default=0, type=int, envvar=_env("seed"), help="Seed of the random matchings.")
+@click.option("--groups", default=None, type=click.Path(dir_okay=False), envvar=_env("groups"),
+              help="topology pattern: file of 'HOST LEAF [POD]' lines (where each host is cabled); "
+                   "validate and heatmap then place findings and cells on switches.")
 @click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")
@@ -83,14 +90,17 @@ def _refuse_foreign_options(ctx, transport, mine):
                    "known-good pairs (docs/validate-rules.md); 0: off.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, oversubscribe, resume, progress, confirm,
-          **transport_options):
+          pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
+          progress, confirm, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
     results JSON (-o) as it finishes.
     """
     cls = registry.get(transport)
+    if groups:
+        from ..groups import parse_groups
+        parse_groups(groups)        # a bad file fails here, before any rank starts
     if check not in ("0", "1"):
         raise UsageError(f"-c/--check takes 0 or 1 (got '{check}')")
     # no --op: the first op the pattern runs (sweep.resolve)
@@ -102,6 +112,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
+                      matchings=matchings, seed=seed, groups=groups,
                       options={k: v for k, v in transport_options.items() if k in mine})
     sys.exit(launch(cfg, nprocs))
 
