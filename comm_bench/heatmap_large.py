@@ -1,5 +1,6 @@
-"""Heatmaps of large runs (more than LARGE ranks, or --by switch): aggregated, never an
-n x n matrix per panel of everything.
+"""Heatmaps of large runs (aggregate(): more than HUGE ranks, or more than LARGE with a
+sparse schedule, where one pixel per pair would not show; or --by switch): aggregated,
+never an n x n matrix per panel of everything.
 
 - node x node: at most MAX_BINS x MAX_BINS cells; a cell is the worst (lowest) utilisation
   of the pairs measured in its block of nodes (a sparse schedule leaves most cells N/A);
@@ -21,9 +22,16 @@ from .heatmap import pick_op
 from .records import measured_gbs, pair_records
 from .sizes import human_size
 
-LARGE = 512         # ranks above which `heatmap` aggregates
+LARGE = 512         # ranks above which a sparse run's heatmap is aggregated
+HUGE = 2048         # ranks above which every heatmap is
+SPARSE = 0.05       # a schedule measuring under this share of the n(n-1) pairs is sparse
 MAX_BINS = 256     # node x node cells per side: a cell must be visible
 WORST = 20
+
+
+def aggregate(doc) -> bool:
+    n = doc.get("world_size") or 0
+    return n > HUGE or (n > LARGE and len(doc.get("results") or ()) < SPARSE * n * (n - 1))
 
 
 class Aggregate:

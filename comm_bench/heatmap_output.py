@@ -7,7 +7,7 @@ import time
 
 from .errors import UsageError
 from .heatmap import build, legend_text
-from .heatmap_large import LARGE
+from .heatmap_large import aggregate
 from .heatmap_png import render_png
 from .results import check_document, load as load_results
 
@@ -38,7 +38,7 @@ def make(results, out, by="rank", op=None, interactive=False):
         check_document(doc)
     from .records import one_buffer
     one_buffer(doc, "heatmap")      # one cell is one link measured one way
-    if by == "switch" or (doc.get("world_size") or 0) > LARGE:
+    if by == "switch" or aggregate(doc):
         return _make_large(doc, out, ext, op, t0)
     data = build(doc, by=by, op=op)
     try:

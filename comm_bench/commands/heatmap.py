@@ -10,7 +10,7 @@ from ..heatmap import BY_CHOICES
               help="FILE.png or FILE.html (one self-contained file).")
 @click.option("--by", default="rank", type=click.Choice(BY_CHOICES + ("switch",)), envvar="COMM_BENCH_HEATMAP_BY",
               show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts; switch: the aggregated "
-              "view (node x node blocks, switch x switch, worst pairs), which runs of more than 512 ranks get anyway.")
+              "view (node x node blocks, switch x switch, worst pairs), which runs of more than 2,048 ranks, or 512 measured sparsely (matchings), get anyway.")
 @click.option("--op", default=None, envvar="COMM_BENCH_HEATMAP_OP",
               help="The op to show (default: the one with the most pair records).")
 @click.option("--interactive", is_flag=True,
