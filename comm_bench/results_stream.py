@@ -46,11 +46,14 @@ class RecordStream:
         return os.path.basename(self.path)
 
     def append(self, recs) -> None:
-        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs).encode()
+        self.append_lines([json.dumps(r, separators=(",", ":")) for r in recs])
+
+    def append_lines(self, lines) -> None:
+        data = "".join(line + "\n" for line in lines).encode()
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
-        self.count += len(recs)
+        self.count += len(lines)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -85,3 +88,53 @@ def records(doc: dict, doc_path: str, parse_float=float, parse_constant=None) ->
     if dropped:
         doc["records_dropped"] = dropped
     return out
+
+
+class StreamingWriter:
+    """The sweep's writer for `--records jsonl`: what ResultsWriter offers (meta, records,
+    append, close), but each record is appended to DOC.records.jsonl and the document
+    itself (header only) is replaced just at the start and the end, so a 3-million-record
+    run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
+
+    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
+        from .results import OUTPUT_CLAIMED_ENV, claim_output
+        from .safefile import Target
+
+        self.path = path
+        if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
+            self._target = Target(path)      # the spawner checked it and holds its lock
+        else:
+            self._target = claim_output(path, force)
+        try:
+            # -o is ours (checked and locked): an earlier run's records file beside it goes
+            self.stream = RecordStream(path, force=True)
+        except BaseException:
+            self._target.close()
+            raise
+        self.meta = dict(doc, records_file=self.stream.name)
+        self.meta.pop("results", None)
+        self.records = []
+        self.written = 0
+        self._header()
+        for r in records:
+            self.append(r)
+
+    def _header(self, sync=False):
+        self._target.replace(json.dumps(dict(self.meta, results=[]), indent=1).encode(), sync=sync)
+
+    def append(self, record: dict) -> None:
+        line = json.dumps(record, separators=(",", ":"))
+        self.stream.append_lines([line])
+        self.records.append(line)
+        self.written += 1
+
+    def close(self, status: str = "ok", failure: dict | None = None) -> None:
+        if self._target.dfd is None:
+            return
+        from .results import now_iso
+        self.meta.update(status=status, failure=failure, finished=now_iso())
+        try:
+            self.stream.close()
+            self._header(sync=True)
+        finally:
+            self._target.close()

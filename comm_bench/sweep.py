@@ -67,6 +67,7 @@ class SweepConfig:
     matchings: int = DEFAULT_K          # matchings / topology patterns: k (schedule.py)
     seed: int = 0                       # their random matchings' seed
     groups: str | None = None           # topology pattern: HOST LEAF [POD] file (groups.py)
+    records: str = "inline"             # inline | jsonl (results_stream.py: DOC.records.jsonl)
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -286,7 +287,11 @@ class _RankRun:
         if previous:
             self.kept = resume.renumbered(previous, doc, cfg.output)
             doc = resume.continued(previous, doc, self.kept)
-        self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
+        if cfg.records == "jsonl":
+            from .results_stream import StreamingWriter
+            self.writer = StreamingWriter(cfg.output, doc, force=cfg.force, records=self.kept)
+        else:
+            self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
         self.nhosts = len(hosts)
         rounds = len(self.rounds) if cfg.pattern != "collective" else 1
         self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)

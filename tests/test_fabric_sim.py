@@ -22,14 +22,17 @@ def faults_for(n, seed=0):
     nodes. A pair-only fault is visible only where the schedule measures that pair, and a
     port only where >= 2 measured pairs cross it: both are checked here, not assumed."""
     rounds = schedule("matchings", n, k=K, seed=seed)
-    slow, flap, leaf, port = 100, n // 2 + 7, n // LEAF - 3, 5
-    uplinks = LEAF
+    slow, flap, leaf = 100, n // 2 + 7, n // LEAF - 3
     avoid = {slow, flap}
     a, b = next(p for p in rounds[0] if not set(p) & avoid and leaf not in (p[0] // LEAF, p[1] // LEAF))
-    crossing = {frozenset(p) for r in rounds for p in r
+
+    def crossing(port):
+        return {frozenset(p) for r in rounds for p in r
                 if leaf in (p[0] // LEAF, p[1] // LEAF) and p[0] // LEAF != p[1] // LEAF
-                and ecmp_port(*p, uplinks) == port and not set(p) & avoid}
-    assert len(crossing) >= 2, "the schedule measures too few pairs across the port to name it"
+                and ecmp_port(*p, LEAF) == port and not set(p) & avoid}
+    # the first port from 5 on that >= 2 measured node pairs cross (one pair alone reads as
+    # a slow link): at k = 8, 99.3% of the ports of a 1,024-node run are (docs/large-clusters.md)
+    port = next(p % LEAF for p in range(5, 5 + LEAF) if len(crossing(p % LEAF)) >= 2)
     specs = [f"slow-host:{slow}:0.6", f"flap:{flap}:0.2:0.3", f"bad-port:{leaf}:{port}:0.25",
              f"slow-link:{a}:{b}:0.3"]
     expected = {("host", f"node{slow:04d}"), ("host", f"node{flap:04d}"), ("port", f"leaf{leaf}", port),

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from comm_bench.fabric_sim.fabric import Fabric, parse_fault
+from comm_bench.fabric_sim.fabric import Fabric, ecmp_port, parse_fault
 from comm_bench.fabric_sim.run import SimConfig, simulate
 from comm_bench.schedule import schedule
 
@@ -23,7 +23,14 @@ def faults(n, pattern, k, groups):
     rounds = schedule(pattern, n, k=k, groups=groups)
     slow, flap, leaf = 100, n // 2 + 7, n // LEAF - 3
     a, b = next(p for p in rounds[0] if not set(p) & {slow, flap} and leaf not in (p[0] // LEAF, p[1] // LEAF))
-    return [f"slow-host:{slow}:0.6", f"flap:{flap}:0.2:0.3", f"bad-port:{leaf}:5:0.25", f"slow-link:{a}:{b}:0.3"]
+    crossed = {}
+    for r in rounds:
+        for p in r:
+            if leaf in (p[0] // LEAF, p[1] // LEAF) and p[0] // LEAF != p[1] // LEAF and not set(p) & {slow, flap}:
+                crossed.setdefault(ecmp_port(*p, LEAF), set()).add(frozenset(p))
+    # the first port from 5 on that >= 2 measured node pairs cross (one alone reads as a slow link)
+    port = next(p % LEAF for p in range(5, 5 + LEAF) if len(crossed.get(p % LEAF, ())) >= 2)
+    return [f"slow-host:{slow}:0.6", f"flap:{flap}:0.2:0.3", f"bad-port:{leaf}:{port}:0.25", f"slow-link:{a}:{b}:0.3"]
 
 
 def timed(args):
@@ -55,6 +62,7 @@ def main():
                                capture_output=True, text=True)
             rep = json.loads(p.stdout)
             kinds = sorted(f["kind"] for f in rep["findings"])
+            kinds = sorted(set(kinds), key=kinds.index)
             print(f"| {n} | {pattern} k={k}{' (pods of 8 leaves)' if pod else ''} | {s['rounds']} "
                   f"({s['first_pass']['rounds']} + {s['confirm']['rounds']}) | {s['predicted_wall_s']:.1f} s | "
                   f"{s['first_pass']['pairs'] + s['confirm']['pairs']:,} | {s['all_pairs']:,} | "

@@ -84,6 +84,11 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--resume", is_flag=True, envvar=_env("resume"),
               help="Continue the -o document of an earlier, interrupted attempt of this same sweep "
                    "(a launcher's restart): what it holds is not measured again. Without one, start afresh.")
+@click.option("--records", "records", default="inline", type=click.Choice(["inline", "jsonl"]),
+              envvar=_env("records"),
+              help="inline: records inside -o (replaced after each record, at most once a second past 8 MB); "
+                   "jsonl: appended to OUTPUT.records.jsonl beside it, -o written at the start and end only "
+                   "(for runs of 100,000s of records; every reader follows it).")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
 @click.option("--confirm", default=0, type=click.IntRange(0, 64), envvar=_env("confirm"),
               help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
@@ -91,13 +96,15 @@ def _refuse_foreign_options(ctx, transport, mine):
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
           pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
-          progress, confirm, **transport_options):
+          records, progress, confirm, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
     results JSON (-o) as it finishes.
     """
     cls = registry.get(transport)
+    if records == "jsonl" and resume:
+        raise UsageError("--records jsonl does not take --resume (yet): resume an inline document")
     if groups:
         from ..groups import parse_groups
         parse_groups(groups)        # a bad file fails here, before any rank starts
@@ -112,7 +119,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       check=check == "1", dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
-                      matchings=matchings, seed=seed, groups=groups,
+                      matchings=matchings, seed=seed, groups=groups, records=records,
                       options={k: v for k, v in transport_options.items() if k in mine})
     sys.exit(launch(cfg, nprocs))
 

@@ -33,9 +33,12 @@ def _router(doc):
     return lambda a, b: ecmp_port(a, b, uplinks)
 
 
-def localize(doc, lm, findings, measured, min_share):
-    """(findings, notes): bad-pair findings merged into bad-switch-port findings, and those
-    explained by a named end dropped. measured: the first-pass (src, dst) pairs."""
+def localize(doc, lm, findings, measured, min_share, low=()):
+    """(findings, notes): bad pairs that one switch port explains become one bad-switch-port
+    finding, and bad-pair findings that a named end explains are dropped.
+    measured: the first-pass (src, dst) pairs; low: those below the rules' pair_ratio x
+    their group's median (a pair of a rank flagged and then withdrawn by the confirm phase
+    never became a finding, yet it is evidence against the port it crosses)."""
     named = {r for f in findings if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
     notes = {"explained_by_named_end": [], "ports": []}
     out = []
@@ -48,39 +51,41 @@ def localize(doc, lm, findings, measured, min_share):
     if not switch or route is None:
         return out, notes
     sw = lambda r: switch.get(lm.host(r))       # noqa: E731
-    crossing = {}                                # (switch, port) -> {unordered pairs measured}
-    for a, b in measured:
-        if sw(a) is None or sw(a) == sw(b):
-            continue
+
+    def ports(a, b):
+        if sw(a) is None or sw(b) is None or sw(a) == sw(b):
+            return ()
         p = route(a, b)
-        for s in (sw(a), sw(b)):
-            crossing.setdefault((s, p), set()).add(frozenset((a, b)))
-    bad = {}
-    for f in out:
-        if f["kind"] != "bad-pair" or sw(f["src"]) == sw(f["dst"]) or sw(f["src"]) is None:
+        return ((sw(a), p), (sw(b), p))
+    crossing, bad = {}, {}                       # (switch, port) -> {unordered node pairs}
+    for a, b in measured:
+        for key in ports(a, b):
+            crossing.setdefault(key, set()).add(frozenset((a, b)))
+    pair_findings = {(f["src"], f["dst"]) for f in out if f["kind"] == "bad-pair"}
+    for a, b in set(low) | pair_findings:
+        if a in named or b in named:
             continue
-        p = route(f["src"], f["dst"])
-        for s in (sw(f["src"]), sw(f["dst"])):
-            bad.setdefault((s, p), []).append(f)
+        for key in ports(a, b):
+            bad.setdefault(key, set()).add(frozenset((a, b)))
     taken = set()
-    for key, fs in sorted(bad.items(), key=lambda kv: -len(kv[1])):
-        fs = [f for f in fs if id(f) not in taken]
-        pairs = {frozenset((f["src"], f["dst"])) for f in fs}
+    for key, pairs in sorted(bad.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
+        pairs = pairs - taken
         share = len(pairs) / max(1, len(crossing.get(key, ())))
         if len(pairs) < 2 or share < min_share:
             continue
-        taken |= {id(f) for f in fs}
-        s, p = key
-        vals = [f["measured_gbs"] for f in fs if f.get("measured_gbs")]
-        peers = [f["peer_median_gbs"] for f in fs if f.get("peer_median_gbs")]
-        med = sorted(vals)[len(vals) // 2] if vals else None
-        peer = sorted(peers)[len(peers) // 2] if peers else None
+        taken |= pairs
+        mine = [f for f in out if f["kind"] == "bad-pair" and frozenset((f["src"], f["dst"])) in pairs]
+        vals = sorted(f["measured_gbs"] for f in mine if f.get("measured_gbs"))
+        peers = sorted(f["peer_median_gbs"] for f in mine if f.get("peer_median_gbs"))
+        med = vals[len(vals) // 2] if vals else None
+        peer = peers[len(peers) // 2] if peers else None
         rate = f": its pairs run at {med:.3g} GB/s median against {peer:.3g} GB/s" if med and peer else ""
-        confs = [f.get("confidence") for f in fs if f.get("confidence") is not None]
+        confs = [f.get("confidence") for f in mine if f.get("confidence") is not None]
+        s, p = key
         out.append(finding(
             "bad-switch-port", f"switch {s} uplink port {p} is bad{rate} ({len(pairs)} of the "
-            f"{len(crossing.get(key, ()))} node pairs measured across it, both ways where measured)",
+            f"{len(crossing.get(key, ()))} node pairs measured across it read low)",
             switch=s, port=p, pairs=sorted(sorted(x) for x in pairs), measured_gbs=med, peer_median_gbs=peer,
             confidence=max(confs) if confs else None))
         notes["ports"].append(f"{s}:{p}")
-    return [f for f in out if id(f) not in taken], notes
+    return [f for f in out if f["kind"] != "bad-pair" or frozenset((f["src"], f["dst"])) not in taken], notes

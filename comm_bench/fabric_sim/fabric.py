@@ -1,7 +1,8 @@
 """The simulated fat-tree and the faults injected into it.
 
-Nodes 0..n-1 (one rank each), `leaf` nodes per leaf switch, `pod` leaves per pod (0: two
-tiers). Every host link runs at `host_gbs` each way. A leaf has leaf/oversub uplinks of
+Nodes 0..n-1 (one rank each), `leaf` nodes per leaf switch, `pod` leaves per pod (0: none;
+pods group leaves for the topology pattern only: the rate model is two tiers, leaf and
+spine). Every host link runs at `host_gbs` each way. A leaf has leaf/oversub uplinks of
 host_gbs; its uplinks act as one pool shared by the round's cross-leaf flows (adaptive
 routing), except that a flow whose ECMP hash (of the unordered pair, so both directions
 take the same port) lands on a degraded port runs at that port's rate.
@@ -69,7 +70,7 @@ def parse_fault(text: str) -> Fault:
 class Fabric:
     nodes: int
     leaf: int = 32               # nodes per leaf switch
-    pod: int = 0                 # leaves per pod (0: leaf-spine, two tiers)
+    pod: int = 0                 # leaves per pod (grouping only; 0: none)
     host_gbs: float = 50.0       # 400 Gb/s NICs
     oversub: float = 1.0         # leaf downlinks : uplinks
     noise: float = 0.02          # lognormal sigma per measurement (and per iteration, halved)
