@@ -30,7 +30,22 @@ def faults(n, pattern, k, groups):
                 crossed.setdefault(ecmp_port(*p, LEAF), set()).add(frozenset(p))
     # the first port from 5 on that >= 2 measured node pairs cross (one alone reads as a slow link)
     port = next(p % LEAF for p in range(5, 5 + LEAF) if len(crossed.get(p % LEAF, ())) >= 2)
-    return [f"slow-host:{slow}:0.6", f"flap:{flap}:0.2:0.3", f"bad-port:{leaf}:{port}:0.25", f"slow-link:{a}:{b}:0.3"]
+    expected = {("host", f"node{slow:04d}"), ("host", f"node{flap:04d}"), ("port", f"leaf{leaf}", port),
+                ("pair", a, b), ("pair", b, a)}
+    return [f"slow-host:{slow}:0.6", f"flap:{flap}:0.2:0.3", f"bad-port:{leaf}:{port}:0.25",
+            f"slow-link:{a}:{b}:0.3"], expected
+
+
+def named(report):
+    out = set()
+    for f in report["findings"]:
+        if f["kind"] == "bad-switch-port":
+            out.add(("port", f["switch"], f["port"]))
+        elif f["kind"] == "bad-pair":
+            out.add(("pair", f["src"], f["dst"]))
+        else:
+            out.add(("host", f.get("host")))
+    return out
 
 
 def timed(args):
@@ -46,14 +61,14 @@ def main():
     ap.add_argument("--nodes", type=int, nargs="+", default=[1024, 4096])
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    print("| nodes | schedule | rounds (first pass + confirm) | predicted time | pairs measured | n(n-1) | "
+    print("| nodes | schedule | rounds (first pass + confirm) | predicted time (first pass + confirm) | pairs measured | n(n-1) | "
           "pairwise-concurrent rounds / predicted | pairwise predicted | validate |")
     print("|---|---|---|---|---|---|---|---|---|")
     last = None
     for n in a.nodes:
         for pattern, k, pod in (("matchings", 4, 0), ("matchings", 8, 0), ("topology", 2, 8)):
             fab0 = Fabric(n, leaf=LEAF, pod=pod)
-            specs = faults(n, pattern, k, fab0.groups())
+            specs, expected = faults(n, pattern, k, fab0.groups())
             fab = Fabric(n, leaf=LEAF, pod=pod, faults=[parse_fault(s) for s in specs])
             path = os.path.join(a.out, f"sim{n}-{pattern}{k}.json")
             doc = simulate(fab, SimConfig(pattern=pattern, k=k), path, force=True, echo=lambda *_: None)
@@ -63,11 +78,15 @@ def main():
             rep = json.loads(p.stdout)
             kinds = sorted(f["kind"] for f in rep["findings"])
             kinds = sorted(set(kinds), key=kinds.index)
+            got = named(rep)
+            exact = "all 4 named, nothing else" if got <= expected and {e for e in expected if e[0] != "pair"} <= got \
+                and any(e[0] == "pair" for e in got) else f"MISSED {sorted(map(str, expected - got))} EXTRA {sorted(map(str, got - expected))}"
             print(f"| {n} | {pattern} k={k}{' (pods of 8 leaves)' if pod else ''} | {s['rounds']} "
-                  f"({s['first_pass']['rounds']} + {s['confirm']['rounds']}) | {s['predicted_wall_s']:.1f} s | "
+                  f"({s['first_pass']['rounds']} + {s['confirm']['rounds']}) | {s['predicted_wall_s']:.1f} s "
+                  f"({s['first_pass']['predicted_s']:.1f} + {s['confirm']['predicted_s']:.1f}) | "
                   f"{s['first_pass']['pairs'] + s['confirm']['pairs']:,} | {s['all_pairs']:,} | "
                   f"{s['pairwise_concurrent_rounds']:,} / {s['pairwise_concurrent_predicted_s']:,.0f} s | "
-                  f"{s['pairwise_predicted_s'] / 3600:,.0f} h | exit {p.returncode}: {', '.join(kinds)} |")
+                  f"{s['pairwise_predicted_s'] / 3600:,.0f} h | exit {p.returncode}: {exact} ({', '.join(kinds)}) |")
             last = path
     v, vt, vm = timed(["validate", last])
     h, ht, hm = timed(["heatmap", last, "-o", os.path.join(a.out, "heatmap.png")])
