@@ -164,6 +164,8 @@ def finalize(path: str, status: str, failure: dict | None = None, authoritative:
         failure = dict(failure or {}, reported=doc.get("failure"))
     doc.update(status=status, failure=failure, finished=now_iso())
     records = [json.dumps(r, separators=(",", ":")) for r in doc.pop("results")]
+    if doc.get("records_file") is not None:
+        records = []        # they stay in their JSON Lines file: only the header is rewritten
     try:
         target = Target(path)
     except UsageError:

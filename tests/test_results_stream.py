@@ -33,3 +33,18 @@ def test_jsonl_and_resume_refused(tmp_path):
     p = run_cli("sweep", "-t", "tcp", "-N", 2, "--records", "jsonl", "--resume", "-o", tmp_path / "x.json")
     assert p.returncode == 2 and "--resume" in p.stderr
     assert_no_traceback(p)
+
+
+def test_finalize_rewrites_the_header_only(tmp_path):
+    """A rank that died: the spawner marks the document failed; the records stay in their
+    file (not copied into the document), and every reader still sees them."""
+    from comm_bench import results
+
+    out = tmp_path / "f.json"
+    run_cli("simulate", "--nodes", 8, "--leaf", 4, "--confirm", 0, "-o", out, check_rc=0)
+    jl = tmp_path / "f.records.jsonl"
+    before = jl.read_bytes()
+    results.finalize(str(out), "failed", {"rank": 3, "host": "node0003", "reason": "killed"}, authoritative=True)
+    head = json.loads(out.read_text())
+    assert head["status"] == "failed" and head["results"] == [] and jl.read_bytes() == before
+    assert len(results.load(str(out))["results"]) == before.count(b"\n")
