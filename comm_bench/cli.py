@@ -25,6 +25,7 @@ COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "select": "comm_bench.commands.select:select",
     "plot": "comm_bench.commands.plot:plot",
     "compare": "comm_bench.commands.compare:compare",
+    "simulate": "comm_bench.commands.simulate:simulate",
 }
 
 

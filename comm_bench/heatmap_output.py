@@ -7,6 +7,7 @@ import time
 
 from .errors import UsageError
 from .heatmap import build, legend_text
+from .heatmap_large import aggregate
 from .heatmap_png import to_png_bytes
 from .results import check_document, load as load_results
 from .safefile import write_file
@@ -36,6 +37,8 @@ def make(results, out, by="rank", op=None, interactive=False):
         check_document(doc)
     from .records import one_buffer
     one_buffer(doc, "heatmap")      # one cell is one link measured one way
+    if by == "switch" or aggregate(doc):
+        return _make_large(doc, out, ext, op, t0)
     data = build(doc, by=by, op=op)
     if ext == ".png":
         write_file(out, to_png_bytes(data), "heatmap -o")
@@ -44,6 +47,24 @@ def make(results, out, by="rank", op=None, interactive=False):
     return {"out": out, "cells": data.n, "panels": len(data.panels),
             "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
             "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _make_large(doc, out, ext, op, t0):
+    """The aggregated heatmap (heatmap_large.py) of a large run or a --by switch view."""
+    from . import heatmap_large as large
+
+    agg = large.build(doc, op=op)
+    try:
+        if ext == ".png":
+            large.render_png(agg, out)
+        else:
+            large.render_html(agg, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write '{out}': {exc.strerror}") from None
+    return {"out": out, "cells": agg.node.shape[0], "panels": 2 if agg.switches else 1,
+            "measured_pairs": agg.pairs, "seconds": round(time.monotonic() - t0, 3),
+            "aggregated": {"nodes": agg.n, "block": agg.block, "switches": len(agg.switches)},
+            "worst": large.worst_lines(agg)}
 
 
 def _isnan(a):

@@ -173,6 +173,8 @@ def finalize(path: str, status: str, failure: dict | None = None, authoritative:
         failure = dict(failure or {}, reported=doc.get("failure"))
     doc.update(status=status, failure=failure, finished=now_iso())
     records = [json.dumps(r, separators=(",", ":")) for r in doc.pop("results")]
+    if doc.get("records_file") is not None:
+        records = []        # they stay in their JSON Lines file: only the header is rewritten
     try:
         target = Target(path)
     except UsageError:
@@ -219,6 +221,9 @@ def load(path: str) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+    if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
+        from .results_stream import records       # a large run's records, streamed beside it
+        doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
     check_document(doc, path)
     return doc
 

@@ -24,7 +24,7 @@ from .agent_store import attempt_store_address
 from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
-from .schedule import PATTERNS, my_pair, schedule
+from .schedule import COST, DEFAULT_K, PATTERNS, my_pair, runs_as, schedule
 from .progress import Progress
 from .rendezvous import Store
 from .results import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
@@ -64,6 +64,10 @@ class SweepConfig:
     runner: type | None = None   # another driver of the same rank life cycle (check)
     expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)
     localize: str = "auto"              # check: auto | always | never
+    matchings: int = DEFAULT_K          # matchings / topology patterns: k (schedule.py)
+    seed: int = 0                       # their random matchings' seed
+    groups: str | None = None           # topology pattern: HOST LEAF [POD] file (groups.py)
+    records: str = "inline"             # inline | jsonl (results_stream.py: DOC.records.jsonl)
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -97,7 +101,9 @@ def resolve(cfg: SweepConfig, world_size: int):
         cfg.pattern = "collective" if collective else ("pair" if world_size == 2 else "pairwise")
     if cfg.pattern not in PATTERNS:
         raise UsageError(f"unknown --pattern '{cfg.pattern}'; choose one of: {', '.join(PATTERNS)}")
-    if cfg.pattern not in cls.patterns:
+    if cfg.pattern == "topology" and not cfg.groups:
+        raise UsageError("--pattern topology needs --groups FILE (HOST LEAF [POD] per line)")
+    if runs_as(cfg.pattern) not in cls.patterns:
         raise UsageError(f"transport '{cfg.transport}' does not run --pattern {cfg.pattern}; "
                          f"it runs: {', '.join(cls.patterns)}")
     if cfg.pattern != "collective" and world_size < 2:
@@ -276,6 +282,7 @@ class _RankRun:
         described = self.store.gather_to(0, "cb/describe", {
             "devices": self.transport.describe(),
             "topology": _topology_snapshot() if info.local_rank == 0 else None})
+        self.rounds = self._schedule()
         if self.rank != 0:
             return
         ranks = [dict(t, devices=d["devices"]) for t, d in zip(self.table, described)]
@@ -287,16 +294,40 @@ class _RankRun:
             h["topology"] = h["topology"] or d["topology"]
         doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
                            options=document_options(cfg), ranks=ranks, hosts=list(hosts.values()))
+        if cfg.pattern in COST:
+            doc["schedule"] = {"pattern": cfg.pattern, "rounds": len(self.rounds), "cost": COST[cfg.pattern],
+                               "pairs": sum(len(r) for r in self.rounds), "all_pairs": self.n * (self.n - 1)}
+        if self.fabric:
+            doc["fabric"] = self.fabric
         previous = resume.previous(cfg.output, doc) if cfg.resume else None
         if previous:
             self.kept = resume.renumbered(previous, doc, cfg.output)
             doc = resume.continued(previous, doc, self.kept)
             self.wrong_found = [data_error.entry(r) for r in self.kept if data_error.has_wrong(r)]
         doc["data_error"] = data_error.summary(self.wrong_found)
-        self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
+        if cfg.records == "jsonl":
+            from .results_stream import StreamingWriter
+            self.writer = StreamingWriter(cfg.output, doc, force=cfg.force, records=self.kept)
+        else:
+            self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
         self.nhosts = len(hosts)
-        rounds = len(schedule(cfg.pattern, self.n)) if cfg.pattern != "collective" else 1
+        rounds = len(self.rounds) if cfg.pattern != "collective" else 1
         self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)
+
+    def _schedule(self) -> list:
+        """This run's rounds, the same on every rank (the topology pattern's groups file is
+        read by rank 0 and broadcast). Sets self.fabric (the groups, for the document)."""
+        cfg, self.fabric = self.cfg, None
+        if cfg.pattern == "collective":
+            return []
+        groups = None
+        if cfg.pattern == "topology":
+            from .groups import fabric_description, parse_groups, rank_groups
+            mapping = parse_groups(cfg.groups) if self.rank == 0 else None
+            mapping = {h: list(g) for h, g in (self.store.broadcast(0, "cb/groups", mapping) or {}).items()}
+            groups = rank_groups([t["host"] for t in self.table], mapping)
+            self.fabric = fabric_description(mapping)
+        return schedule(cfg.pattern, self.n, k=cfg.matchings, seed=cfg.seed, groups=groups)
 
     def _share_done(self) -> set:
         """Rank 0's list of what the earlier attempt measured, on every rank."""
@@ -342,12 +373,12 @@ class _RankRun:
                 for size, asked in self._plan(op):
                     self._collective(op, size, asked)
             else:
-                for idx, pairs in enumerate(schedule(self.cfg.pattern, self.n)):
+                for idx, pairs in enumerate(self.rounds):
                     for size, asked in self._plan(op):
                         self._pairs(op, size, idx, pairs, asked)
                 if self.cfg.confirm:
                     from .diagnose.confirm import run_phase
-                    run_phase(self, op, first_round=len(schedule(self.cfg.pattern, self.n)))
+                    run_phase(self, op, first_round=len(self.rounds))
             if self.rank == 0:
                 for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
                     self.progress.line(line)

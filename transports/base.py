@@ -182,7 +182,8 @@ class Transport:
         that says what to run instead). The sweep waives an op it cannot run and records why."""
         if op not in cls.ops:
             return f"{cls.name} has no op '{op}'; it has: {', '.join(cls.ops)}"
-        if pattern not in cls.patterns:
+        from ..schedule import runs_as
+        if runs_as(pattern) not in cls.patterns:
             return f"{cls.name} does not run --pattern {pattern}; it runs: {', '.join(cls.patterns)}"
         if mode not in cls.modes:
             return f"{cls.name} has no mode '{mode}'; it has: {', '.join(cls.modes)}"

@@ -8,8 +8,9 @@ from ..heatmap import BY_CHOICES
 @click.argument("results", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out", required=True, envvar="COMM_BENCH_HEATMAP_OUTPUT",
               help="FILE.png or FILE.html (one self-contained file).")
-@click.option("--by", default="rank", type=click.Choice(BY_CHOICES), envvar="COMM_BENCH_HEATMAP_BY",
-              show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts.")
+@click.option("--by", default="rank", type=click.Choice(BY_CHOICES + ("switch",)), envvar="COMM_BENCH_HEATMAP_BY",
+              show_default=True, help="What the axes are: ranks, GPUs, NICs or hosts; switch: the aggregated "
+              "view (node x node blocks, switch x switch, worst pairs), which runs of more than 2,048 ranks, or 512 measured sparsely (matchings), get anyway.")
 @click.option("--op", default=None, envvar="COMM_BENCH_HEATMAP_OP",
               help="The op to show (default: the one with the most pair records).")
 @click.option("--interactive", is_flag=True,
@@ -21,6 +22,13 @@ def heatmap(results, out, by, op, interactive):
     """
     from ..heatmap_output import make
     info = make(results, out, by=by, op=op, interactive=interactive)
+    if "aggregated" in info:
+        a = info["aggregated"]
+        click.echo(f"wrote {info['out']}: {a['nodes']} nodes aggregated ({a['block']} x {a['block']} per cell), "
+                   f"{a['switches']} switches, {info['measured_pairs']} measured pairs "
+                   f"({info['seconds']:.2f} s)")
+        click.echo("\n".join(info["worst"]))
+        return
     click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
                f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "
                f"({info['seconds']:.2f} s)")

@@ -10,6 +10,7 @@ from .. import registry
 from ..errors import UsageError
 from ..launch import detect
 from ..limits import check_host
+from ..schedule import COST, DEFAULT_K
 from ..sizes import size_range
 from ..spawn import spawn_local
 from ..sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
@@ -62,8 +63,14 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--mode", default="bw", type=click.Choice(["bw", "lat"]), envvar=_env("mode"),
               help="bw: streaming bandwidth; lat: ping-pong latency (point-to-point ops).")
 @click.option("--pattern", default=None, envvar=_env("pattern"),
-              help="collective | pair | pairwise | pairwise-concurrent. Default: collective where "
-                   "the op is one, else pair (2 ranks) or pairwise.")
+              help="collective | pair | " + " | ".join(f"{p} ({c})" for p, c in COST.items()) +
+                   ". Default: collective where the op is one, else pair (2 ranks) or pairwise.")
+@click.option("--matchings", default=DEFAULT_K, type=click.IntRange(1, 4096), envvar=_env("matchings"),
+              help="matchings/topology patterns: k random perfect matchings (per switch distance).")
+@click.option("--seed", default=0, type=int, envvar=_env("seed"), help="Seed of the random matchings.")
+@click.option("--groups", default=None, type=click.Path(dir_okay=False), envvar=_env("groups"),
+              help="topology pattern: file of 'HOST LEAF [POD]' lines (where each host is cabled); "
+                   "validate and heatmap then place findings and cells on switches.")
 @click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")
@@ -81,14 +88,19 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--resume", is_flag=True, envvar=_env("resume"),
               help="Continue the -o document of an earlier, interrupted attempt of this same sweep "
                    "(a launcher's restart): what it holds is not measured again. Without one, start afresh.")
+@click.option("--records", "records", default="inline", type=click.Choice(["inline", "jsonl"]),
+              envvar=_env("records"),
+              help="inline: records inside -o (replaced after each record, at most once a second past 8 MB); "
+                   "jsonl: appended to OUTPUT.records.jsonl beside it, -o written at the start and end only "
+                   "(for runs of 100,000s of records; every reader follows it).")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
 @click.option("--confirm", default=0, type=click.IntRange(0, 64), envvar=_env("confirm"),
               help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
                    "known-good pairs (docs/validate-rules.md); 0: off.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, nprocs, output, force, timeout, addr, oversubscribe, resume, progress, confirm,
-          **transport_options):
+          pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
+          records, progress, confirm, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -97,6 +109,11 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     cls = registry.get(transport)
     if not str(check).strip().isdigit():
         raise UsageError(f"-c/--check takes 0 (off) or 1 (on) (got '{check}')")
+    if records == "jsonl" and resume:
+        raise UsageError("--records jsonl does not take --resume (yet): resume an inline document")
+    if groups:
+        from ..groups import parse_groups
+        parse_groups(groups)        # a bad file fails here, before any rank starts
     # no --op: the first op the pattern runs (sweep.resolve)
     ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [])
     mine = {o.dest for o in cls.options}
@@ -106,6 +123,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       check=int(check) > 0, dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
+                      matchings=matchings, seed=seed, groups=groups, records=records,
                       options={k: v for k, v in transport_options.items() if k in mine})
     sys.exit(launch(cfg, nprocs))
 

@@ -12,7 +12,8 @@ import math
 
 from ..records import measured_gbs, pair_records
 from ..validate_findings import finding
-from . import topology
+from ..validate_rules import outlier_rules
+from . import fabric, topology
 from .stats import confidence, signed_rank_p
 from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
 from .verdicts import judge
@@ -51,9 +52,13 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
         t = v["target"]
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
             out.append(_pairfinding(v, lm, finding))
+    ratio = outlier_rules(rules, (doc.get("transport") or "").lower())["pair_ratio"]
+    low = [p for (k, p), v in table.obs.items() if table.gmed[k] > 0 and v < ratio * table.gmed[k]] if table else []
+    out, placed = fabric.localize(doc, lm, out, {(r["src"], r["dst"]) for r in recs},
+                                  rules["blame"]["min_share"], low)
     out += topology.findings(doc, finding)
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
-                 "withdrawn": withdrawn}
+                 "withdrawn": withdrawn, "fabric": placed}
     if not confirm_recs and table is not None:
         sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
         diagnosis["unconfirmed_suspects"] = [_name(s) for s in sus]

@@ -1,0 +1,91 @@
+"""Findings placed on the fabric: bad pairs that one switch port explains, and bad pairs
+that an end already named (a slow or unstable host) explains.
+
+A document says where its nodes sit in "fabric": {"switch_of": {host: switch}} (the
+simulator writes it; a real run gets it from a hostfile grouping), and, where the routes
+are known, "routing" (only the simulator's "ecmp-crc32-pair" here: which uplink port of
+its leaves a pair crosses). A port is named when >= 2 distinct node pairs crossing it are
+bad and they are >= blame.min_share of the pairs measured across it; its bad pairs then
+become one bad-switch-port finding.
+"""
+from __future__ import annotations
+
+from ..validate_findings import finding
+
+RANK_KINDS = ("bad-host", "bad-device", "bad-rank", "unstable-host", "unstable-rank")
+
+
+def switch_of(doc) -> dict:
+    """host -> switch name, from the document's fabric description ({} when none)."""
+    fab = doc.get("fabric") if isinstance(doc.get("fabric"), dict) else {}
+    sw = fab.get("switch_of")
+    return {h: str(s) for h, s in sw.items()} if isinstance(sw, dict) else {}
+
+
+def _router(doc):
+    """(rank a, rank b) -> port index or None, where the routes are known; else None."""
+    fab = doc.get("fabric") if isinstance(doc.get("fabric"), dict) else {}
+    from ..fabric_sim.fabric import ROUTING, ecmp_port
+
+    uplinks = fab.get("uplinks")
+    if fab.get("routing") != ROUTING or not isinstance(uplinks, int) or uplinks < 1:
+        return None
+    return lambda a, b: ecmp_port(a, b, uplinks)
+
+
+def localize(doc, lm, findings, measured, min_share, low=()):
+    """(findings, notes): bad pairs that one switch port explains become one bad-switch-port
+    finding, and bad-pair findings that a named end explains are dropped.
+    measured: the first-pass (src, dst) pairs; low: those below the rules' pair_ratio x
+    their group's median (a pair of a rank flagged and then withdrawn by the confirm phase
+    never became a finding, yet it is evidence against the port it crosses)."""
+    named = {r for f in findings if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
+    notes = {"explained_by_named_end": [], "ports": []}
+    out = []
+    for f in findings:
+        if f["kind"] == "bad-pair" and (f.get("src") in named or f.get("dst") in named):
+            notes["explained_by_named_end"].append(f"{f['src']}->{f['dst']}")
+            continue
+        out.append(f)
+    switch, route = switch_of(doc), _router(doc)
+    if not switch or route is None:
+        return out, notes
+    sw = lambda r: switch.get(lm.host(r))       # noqa: E731
+
+    def ports(a, b):
+        if sw(a) is None or sw(b) is None or sw(a) == sw(b):
+            return ()
+        p = route(a, b)
+        return ((sw(a), p), (sw(b), p))
+    crossing, bad = {}, {}                       # (switch, port) -> {unordered node pairs}
+    for a, b in measured:
+        for key in ports(a, b):
+            crossing.setdefault(key, set()).add(frozenset((a, b)))
+    pair_findings = {(f["src"], f["dst"]) for f in out if f["kind"] == "bad-pair"}
+    for a, b in set(low) | pair_findings:
+        if a in named or b in named:
+            continue
+        for key in ports(a, b):
+            bad.setdefault(key, set()).add(frozenset((a, b)))
+    taken = set()
+    for key, pairs in sorted(bad.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
+        pairs = pairs - taken
+        share = len(pairs) / max(1, len(crossing.get(key, ())))
+        if len(pairs) < 2 or share < min_share:
+            continue
+        taken |= pairs
+        mine = [f for f in out if f["kind"] == "bad-pair" and frozenset((f["src"], f["dst"])) in pairs]
+        vals = sorted(f["measured_gbs"] for f in mine if f.get("measured_gbs"))
+        peers = sorted(f["peer_median_gbs"] for f in mine if f.get("peer_median_gbs"))
+        med = vals[len(vals) // 2] if vals else None
+        peer = peers[len(peers) // 2] if peers else None
+        rate = f": its pairs run at {med:.3g} GB/s median against {peer:.3g} GB/s" if med and peer else ""
+        confs = [f.get("confidence") for f in mine if f.get("confidence") is not None]
+        s, p = key
+        out.append(finding(
+            "bad-switch-port", f"switch {s} uplink port {p} is bad{rate} ({len(pairs)} of the "
+            f"{len(crossing.get(key, ()))} node pairs measured across it read low)",
+            switch=s, port=p, pairs=sorted(sorted(x) for x in pairs), measured_gbs=med, peer_median_gbs=peer,
+            confidence=max(confs) if confs else None))
+        notes["ports"].append(f"{s}:{p}")
+    return [f for f in out if f["kind"] != "bad-pair" or frozenset((f["src"], f["dst"])) not in taken], notes
