@@ -18,7 +18,7 @@ import math
 
 from .errors import UsageError
 from .heatmap_counters import counter_series
-from .records import measured_gbs, pair_records
+from .records import measured_gbs, pair_records, superseded
 
 BY_CHOICES = ("rank", "gpu", "nic", "host")
 MAX_PANELS = 4
@@ -210,7 +210,10 @@ def legend_text(data):
             parts.append(f"{cls}: no theoretical rate and one pair only: no comparison exists (GB/s shown)")
         else:
             parts.append(f"{cls}: no theoretical rate (* = relative to the best pair of the class)")
-    return "link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else \
-        "no pairs measured"
+    old = {superseded(r) for r in data.doc.get("results") or []
+           if type(r) is dict and r.get("op") == data.op} - {None}
+    note = "".join(f"  NOT VALID: {why}." for why in sorted(old))
+    return ("link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else
+            "no pairs measured") + note
 
 

@@ -13,7 +13,7 @@ class NothingToCheck(UsageError):
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
 FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
                  "unstable-pair", "link-degraded", "class-below-expected", "collective-below-expected",
-                 "wrong-data", "run-failed", "regression")
+                 "wrong-data", "superseded-method", "run-failed", "regression")
 
 
 def finding(kind, message, **kw):

@@ -23,7 +23,7 @@ with open(default_rules_path(), encoding="utf-8") as _f:
     DEFAULT_RULES = yaml.safe_load(_f)
 RULE_KEYS = set(DEFAULT_RULES)
 MAX_RULES_BYTES = 1 << 20
-CLASS_KEYS = {"efficiency", "floor_gbs"}
+CLASS_KEYS = {"efficiency", "floor_gbs", "min_size"}
 
 
 def parse_size(v):
@@ -99,7 +99,9 @@ def _check_rules(rules, path="rules"):
                 raise UsageError(f"rules file '{path}': {where}.{cls} takes only "
                                  f"{', '.join(sorted(CLASS_KEYS))}")
             for k, v in spec.items():
-                if not _number(v):
+                if k == "min_size":
+                    parse_size(v)
+                elif not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     check_outliers(rules["outliers"], "outliers", path, complete=True)
     check_outliers(rules["collectives"], "collectives", path, complete=True, keys=("scale",))
