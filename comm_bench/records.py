@@ -59,6 +59,19 @@ def measured_gbs(rec):
     return v if v is not None else number(rec.get("algbw"))
 
 
+def median_latency_us(rec):
+    """A --mode lat record's median one-way latency (us), or None."""
+    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    return number(lat.get("median"))
+
+
+def latency_pair_records(doc):
+    """Latency records of pair patterns (src and dst given, mode lat, a median)."""
+    return [r for r in doc.get("results") or [] if type(r) is dict and r.get("mode") == "lat"
+            and type(r.get("src")) is int and type(r.get("dst")) is int and type(r.get("size")) is int
+            and median_latency_us(r) is not None]
+
+
 def pair_records(doc):
     """Bandwidth records of pair patterns (src and dst given, mode bw). A concurrent
     bidirectional record also measured dst->src: that direction becomes a record of its

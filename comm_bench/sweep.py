@@ -331,7 +331,7 @@ class _RankRun:
                     from .diagnose.confirm import run_phase
                     run_phase(self, op, first_round=len(schedule(self.cfg.pattern, self.n)))
             if self.rank == 0:
-                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
+                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n, self.cfg.mode):
                     self.progress.line(line)
 
     def _run(self, op, size, peer=None, role=None, iters=None):
@@ -396,7 +396,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
-        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size")})
+        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size", "latency_us")})
         self.progress.advance(description)
 
 

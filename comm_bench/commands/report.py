@@ -56,7 +56,7 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
             print(table.header(mode))
             for r in rows:
                 print(table.row(r))
-            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0)))
+            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0, mode)))
     if prom_out:
         export.write_prometheus(doc, records, prom_out)
         print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)
