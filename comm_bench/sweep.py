@@ -48,6 +48,8 @@ class SweepConfig:
     warmup: int = 5
     check: bool = False
     dtype: str = "float32"
+    redop: str = "sum"           # --redop (nccl-tests' -o): all_reduce, reduce, reduce_scatter
+    root: int = 0                # --root (nccl-tests' -r): broadcast and reduce
     mode: str = "bw"
     pattern: str | None = None
     timeout: float = 60.0
@@ -80,6 +82,7 @@ def resolve(cfg: SweepConfig, world_size: int):
     if cfg.dtype not in cls.dtypes:
         raise UsageError(f"transport '{cfg.transport}' does not take --dtype {cfg.dtype}; "
                          f"it takes: {', '.join(cls.dtypes)}")
+    _check_redop_root(cfg, cls, world_size)
     elem = ops_mod.dtype_size(cfg.dtype)
     odd = [s for s in cfg.sizes if s % elem]
     if odd:
@@ -114,6 +117,18 @@ def resolve(cfg: SweepConfig, world_size: int):
     cfg.waived = cfg.waived or [{"op": op, "reason": why} for op, why in reasons.items() if why]
     cfg.ops = runnable
     return cls
+
+
+def _check_redop_root(cfg, cls, world_size):
+    """--redop and --root against what the transport runs and the ranks there are."""
+    if cfg.redop not in ops_mod.REDOPS:
+        raise UsageError(f"--redop {cfg.redop}: use one of {', '.join(ops_mod.REDOPS)}")
+    reducing = [o for o in cfg.ops or cls.ops if ops_mod.get(o).reduces]
+    if cfg.redop != "sum" and reducing and cfg.redop not in cls.redops:
+        raise UsageError(f"transport '{cfg.transport}' runs {reducing[0]} with --redop "
+                         f"{', '.join(cls.redops)}, not {cfg.redop}")
+    if not 0 <= cfg.root < world_size:
+        raise UsageError(f"--root {cfg.root}: the root must be a rank, 0 to {world_size - 1}")
 
 
 def document_options(cfg: SweepConfig) -> dict:
@@ -255,7 +270,8 @@ class _RankRun:
         ctx = RankContext(rank=self.rank, world_size=self.n, local_rank=info.local_rank,
                           local_world_size=info.local_world_size, host=self.table[self.rank]["host"],
                           addr=self.table[self.rank]["addr"], store=self.store, timeout=cfg.timeout,
-                          options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops))
+                          options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops),
+                          redop=cfg.redop, root=cfg.root)
         self.transport.setup(ctx)
         described = self.store.gather_to(0, "cb/describe", {
             "devices": self.transport.describe(),
@@ -352,7 +368,8 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=sum(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
-                mean_us=_ranks_time(op, means), both_directions=got[0]["both_directions"]),
+                mean_us=_ranks_time(op, means), both_directions=got[0]["both_directions"],
+                redop=self.cfg.redop, root=self.cfg.root),
                 f"{op} {size} B", asked)
 
     def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
