@@ -195,7 +195,10 @@ def compare_table(result):
 def write_compare_page(named_docs, result, path):
     from .plot import build
     title = "comm-bench compare: " + " vs ".join(name for name, _ in named_docs)
-    html = page(title, [f"<h1>{title}</h1>", curves_div(*build(named_docs)), compare_table(result)])
+    from .compare import summary_lines
+    letters = [name for name, _ in named_docs]
+    verdict = "".join(f"<p class=meta>{e(line.lstrip('# '))}</p>" for line in summary_lines(result, letters))
+    html = page(title, [f"<h1>{title}</h1>", curves_div(*build(named_docs)), verdict, compare_table(result)])
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(html)
