@@ -8,12 +8,10 @@ size.
 """
 from __future__ import annotations
 
-from .compare import change, summarise
+from .compare import DEFAULT_TOLERANCE, judged_figure, summarise, verdict
 from .sizes import human_size
 from .validate_findings import finding
 from .validate_rules import parse_size
-
-DEFAULT_TOLERANCE = 0.10
 
 
 def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M"):
@@ -23,15 +21,12 @@ def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M"):
     findings, compared = [], 0
     for key in sorted(set(now) & set(old), key=lambda k: (str(k[0]), k[1], k[2], k[3])):
         op, mode, size, _buffer = key
-        figure = "busbw" if mode == "bw" else "p50_us"
-        if mode == "bw" and size < floor:
-            continue
-        c = change(now[key][figure], old[key][figure])
-        if c is None:
+        figure = judged_figure(mode)
+        v, c = verdict(now[key], old[key], mode, size, tolerance, floor)
+        if v is None:
             continue
         compared += 1
-        worse = -c if figure == "busbw" else c
-        if worse > tolerance:
+        if v == "worse":
             unit, what = ("GB/s", "busbw") if figure == "busbw" else ("us", "median latency")
             findings.append(finding(
                 "regression", f"{op} {human_size(size)} ({mode}): {what} {now[key][figure]:.3g} {unit} vs "

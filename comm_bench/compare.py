@@ -3,6 +3,10 @@ first run (`comm-bench compare A.json B.json ...`; `validate --baseline` uses su
 
 A run's figure at one size is the median over its records there (pairs of a pairwise
 run), so runs of different patterns or transports line up by op, mode and size.
+
+A row is judged by one figure: busbw in bw mode (from min_size up: smaller sizes measure
+latency), the median one-way latency in lat mode. Beyond the tolerance it is better or
+worse than the first run; `compare` exits 1 when any run is worse somewhere (a gate).
 """
 from __future__ import annotations
 
@@ -13,6 +17,23 @@ from .sizes import human_size
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}
+DEFAULT_TOLERANCE = 0.10
+DEFAULT_MIN_SIZE = 1 << 20    # validate's rules min_size: bandwidth rows below it are not judged
+
+
+def judged_figure(mode):
+    return "busbw" if mode == "bw" else "p50_us"
+
+
+def verdict(new, old, mode, size, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE):
+    """(better | worse | same, relative change of the judging figure), or (None, None)
+    where the row is not judged (a small bandwidth size, a figure missing)."""
+    figure = judged_figure(mode)
+    c = change((new or {}).get(figure), (old or {}).get(figure))
+    if c is None or (mode == "bw" and size < min_size):
+        return None, None
+    gain = c if HIGHER_IS_BETTER[figure] else -c
+    return ("better" if gain > tolerance else "worse" if gain < -tolerance else "same"), c
 
 
 def _lat(rec, key):
@@ -47,9 +68,10 @@ def change(new, old):
     return (new - old) / old
 
 
-def compare(named_docs):
+def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE):
     """[(name, doc)] -> {"runs": [{name, transport, world_size}], "rows": [{op, mode, size,
-    runs: [figures or None], change: [{figure: relative change vs the first run}]}]}"""
+    runs: [figures or None], change: [{figure: relative change vs the first run, "verdict"}]}],
+    "summary": [per later run: {better, worse, same, worst}], "status": pass | fail}"""
     sums = [summarise(doc) for _, doc in named_docs]
     keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
     rows = []
@@ -58,10 +80,36 @@ def compare(named_docs):
         base = figs[0]
         rows.append({"op": key[0], "mode": key[1], "size": key[2], "buffer": key[3], "runs": figs,
                      "change": [None if f is None or base is None else
-                                {k: change(f[k], base[k]) for k in FIGURES} for f in figs[1:]]})
+                                dict({k: change(f[k], base[k]) for k in FIGURES},
+                                     verdict=verdict(f, base, key[1], key[2], tolerance, min_size)[0])
+                                for f in figs[1:]]})
     runs = [{"name": name, "transport": doc.get("transport"), "world_size": doc.get("world_size")}
             for name, doc in named_docs]
-    return {"runs": runs, "rows": rows}
+    summary = [_summary(rows, i) for i in range(len(named_docs) - 1)]
+    return {"runs": runs, "rows": rows, "tolerance": tolerance, "min_size": min_size, "summary": summary,
+            "status": "fail" if any(s["worse"] for s in summary) else "pass"}
+
+
+def _summary(rows, i):
+    """Later run i's verdicts counted, and its worst judged row."""
+    out = {"better": 0, "worse": 0, "same": 0, "worst": None}
+    worst = None
+    for row in rows:
+        ch = row["change"][i]
+        v = ch and ch["verdict"]
+        if v is None:
+            continue
+        out[v] += 1
+        figure = judged_figure(row["mode"])
+        c = ch[figure]
+        gain = c if HIGHER_IS_BETTER[figure] else -c
+        if worst is None or gain < worst[0]:
+            worst = (gain, row, c)
+    if worst is not None:
+        _, row, c = worst
+        out["worst"] = {"op": row["op"], "mode": row["mode"], "size": row["size"],
+                        "figure": judged_figure(row["mode"]), "change": c}
+    return out
 
 
 def _num(v, spec):
@@ -75,7 +123,8 @@ def _pct(v):
 def header_cells(names):
     out = ["op", "mode", "size"]
     for i, x in enumerate(names):
-        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%"] if i else [])
+        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%", f"{x} vs A"]
+                                                                if i else [])
     return out
 
 
@@ -87,7 +136,7 @@ def row_cells(row, specs=(".3f", ".2f", ".2f")):
         out += [_num((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
         if i:
             c = row["change"][i - 1] or {}
-            out += [_pct(c.get("busbw")), _pct(c.get("p99_us"))]
+            out += [_pct(c.get("busbw")), _pct(c.get("p99_us")), c.get("verdict") or "-"]
     return out
 
 
@@ -97,8 +146,26 @@ def format_text(result):
     lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks)"
                                        for x, r in zip(letters, runs))
              + ("; change = (X - A) / A" if len(runs) > 1 else "")]
-    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9] if i else []))]
+    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9, 7] if i else []))]
     line = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     lines.append("#" + line(header_cells(letters)))
     lines += [" " + line(row_cells(row)) for row in result["rows"]]
-    return "\n".join(lines)
+    return "\n".join(lines + summary_lines(result, letters))
+
+
+def summary_lines(result, letters):
+    """One line per later run (counts of better / worse / same, its worst row) and the verdict."""
+    if len(result["runs"]) < 2:
+        return []
+    tol, floor = result["tolerance"] * 100, human_size(result["min_size"])
+    out = []
+    for x, s in zip(letters[1:], result["summary"]):
+        w = s["worst"]
+        worst = (f"; worst {w['op']} {w['mode']} {human_size(w['size'])}: "
+                 f"{'busbw' if w['figure'] == 'busbw' else 'median latency'} {w['change'] * 100:+.1f}%") if w else ""
+        out.append(f"# {x} vs {letters[0]}: {s['worse']} worse, {s['better']} better, {s['same']} within {tol:g}% "
+                   f"(busbw from {floor}, median latency of lat rows){worst}")
+    worse = [x for x, s in zip(letters[1:], result["summary"]) if s["worse"]]
+    out.append(f"# verdict: FAIL: {', '.join(worse)} worse than {letters[0]} beyond {tol:g}%" if worse else
+               f"# verdict: PASS: no run worse than {letters[0]} beyond {tol:g}%")
+    return out

@@ -18,7 +18,7 @@ import math
 
 from .errors import UsageError
 from .heatmap_counters import counter_series
-from .records import measured_gbs, pair_records
+from .records import latency_pair_records, measured_gbs, median_latency_us, pair_records, superseded
 
 BY_CHOICES = ("rank", "gpu", "nic", "host")
 MAX_PANELS = 4
@@ -48,13 +48,20 @@ class HeatmapData:
         self.doc, self.by, self.keys, self.labels, self.nodes = doc, by, keys, labels, nodes
         self.panels, self.classes_seen, self.counters = panels, classes_seen, counters
 
+    metric = "bw"     # "lat": cells are median one-way latencies (us)
+
+    @property
+    def unit(self):
+        return "us" if self.metric == "lat" else "GB/s"
+
     @property
     def n(self):
         return len(self.keys)
 
     def title(self):
         d = self.doc
-        return (f"{d.get('transport') or '?'} {getattr(self, 'op', None) or '?'} {d.get('pattern') or ''} — "
+        lat = " latency" if self.metric == "lat" else ""
+        return (f"{d.get('transport') or '?'} {getattr(self, 'op', None) or '?'}{lat} {d.get('pattern') or ''} — "
                 f"{d.get('world_size') or '?'} ranks, by {self.by}")
 
 
@@ -102,7 +109,9 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
 
     if by not in BY_CHOICES:
         raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")
-    recs = pair_records(doc)
+    recs, metric, value = pair_records(doc), "bw", measured_gbs
+    if not recs:        # a --mode lat run: a latency heatmap
+        recs, metric, value = latency_pair_records(doc), "lat", median_latency_us
     if not recs and any(type(r) is dict and measured_gbs(r) is not None for r in doc.get("results") or []):
         raise UsageError("a heatmap needs pair records (src -> dst) and this run has collective records "
                          "only: run the sweep with --pattern pairwise, or draw busbw per size with "
@@ -147,7 +156,7 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
         if kd not in keyset:
             keyset[kd] = ld
         cls, theo = lm.classify_ends(es, ed, s, d, rec)
-        v = measured_gbs(rec)
+        v = value(rec)
         ck = (size, ks, kd)
         c = cells.get(ck)
         if c is None:
@@ -178,6 +187,9 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
         p["classes"][i, j] = cls
     for p in panels:
         meas, theo, cls_m = p["measured"], p["theoretical"], p["classes"]
+        if metric == "lat":
+            _latency_scores(p, n)
+            continue
         with np.errstate(invalid="ignore", divide="ignore"):
             util = meas / theo
         relative = np.zeros((n, n), dtype=bool)
@@ -196,11 +208,32 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
     counters = counter_series(doc, lm)
     data = HeatmapData(doc, by, keys, labels, nodes, panels,
                        {k: sorted(x for x in v if x) for k, v in classes_seen.items()}, counters)
-    data.op = op
+    data.op, data.metric = op, metric
     return data
 
 
+def _latency_scores(p, n):
+    """A latency panel's colour: the fastest pair of the class / this pair (1 = as fast as
+    the fastest; links have no theoretical latency, so peers are the reference)."""
+    import numpy as np
+
+    meas, cls_m = p["measured"], p["classes"]
+    util = np.full((n, n), np.nan)
+    alone = np.zeros((n, n), dtype=bool)
+    for cls in {c for c in cls_m[~np.isnan(meas)]}:
+        mask = ~np.isnan(meas) & (cls_m == cls)
+        best = np.nanmin(meas[mask])
+        if mask.sum() < 2 or not best > 0:
+            alone |= mask
+        else:
+            util[mask] = best / meas[mask]
+    p["util"], p["relative"], p["alone"] = util, np.zeros((n, n), dtype=bool), alone
+
+
 def legend_text(data):
+    if getattr(data, "metric", "bw") == "lat":
+        return ("latency: median one-way (us, half a round trip); colour = the fastest pair of its link class / "
+                "this pair (1 = as fast as the fastest; xN = N times its latency).  Grey = N/A (not measured).")
     parts = []
     for cls, rates in sorted(data.classes_seen.items()):
         if rates:
@@ -210,7 +243,10 @@ def legend_text(data):
             parts.append(f"{cls}: no theoretical rate and one pair only: no comparison exists (GB/s shown)")
         else:
             parts.append(f"{cls}: no theoretical rate (* = relative to the best pair of the class)")
-    return "link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else \
-        "no pairs measured"
+    old = {superseded(r) for r in data.doc.get("results") or []
+           if type(r) is dict and r.get("op") == data.op} - {None}
+    note = "".join(f"  NOT VALID: {why}." for why in sorted(old))
+    return ("link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else
+            "no pairs measured") + note
 
 

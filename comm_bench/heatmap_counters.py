@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .records import number
+from .topology.links import gpu_nvlink_gbs
 
 NVML_MIN_WINDOW_S = 0.1
 
@@ -126,7 +127,7 @@ def counter_series(doc, lm=None):
                         if g and name.startswith("pcie"):
                             rate = (g.get("pcie") or {}).get("cur_gbs")
                         elif g and name.startswith("nvlink"):
-                            rate = (g.get("nvlink") or {}).get("gbs")
+                            rate = gpu_nvlink_gbs(g.get("nvlink"))
                         add((host, dev, name), f"{host}:{dev} {name}", rate, clock, v / dur / 1e9)
     series = []
     for s in out.values():

@@ -81,11 +81,14 @@ def _draw_panel(ax, data, p, cmap):
                     ax.text(j, i, "N/A", ha="center", va="center", fontsize=6 if big else 4, color="#555555")
                     continue
                 if p["alone"][i, j]:
-                    ax.text(j, i, f"{m:.3g} GB/s\nno comparison" if big else f"{m:.3g}", ha="center",
+                    ax.text(j, i, f"{m:.3g} {data.unit}\nno comparison" if big else f"{m:.3g}", ha="center",
                             va="center", fontsize=7 if big else 5, color="#333333")
                     continue
                 mark = "*" if p["relative"][i, j] else ""
-                txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
+                if data.metric == "lat":
+                    txt = f"{m:.3g} us\nx{1 / u:.2f}" if big else f"{m:.3g}"
+                else:
+                    txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
                 colour = "black" if 0.25 < min(u, 1.0) < 0.85 else ("white" if u <= 0.25 else "black")
                 ax.text(j, i, txt, ha="center", va="center", fontsize=7 if big else 5, color=colour)
     return im
@@ -146,7 +149,8 @@ def render_png(data, path, dpi=None):
         cb = fig.colorbar(im, ax=axes, shrink=0.7, pad=0.02)
         rel = any(p["relative"].any() for p in data.panels)
         alone = any(p["alone"].any() for p in data.panels)
-        cb.set_label("utilisation = measured / theoretical rate of the pair's link"
+        cb.set_label("fastest pair's latency / this pair's (1 = as fast as the fastest)" if data.metric == "lat" else
+                     "utilisation = measured / theoretical rate of the pair's link"
                      + ("\n(* = no rate known: relative to the best pair of its class)" if rel else "")
                      + ("\n(grey with GB/s: no rate known and no other pair: no comparison)" if alone else ""),
                      fontsize=8)

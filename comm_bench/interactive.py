@@ -74,13 +74,35 @@ def curves_div(curves, rates, include_js=True, div_id="curves"):
     return fig.to_html(full_html=False, include_plotlyjs=include_js, div_id=div_id)
 
 
+NA_GREY = "#d9d9d9"    # unmeasured cells: the plot's background shows through (as in the PNG)
+CELL_TEXT_MAX = 32     # ranks per axis up to which every cell prints its figures
+
+
+def _cell_text(data, p, i, j):
+    """A cell's figures as the PNG prints them: utilisation % and GB/s (latency: us and xN)."""
+    m, u = p["measured"][i, j], p["util"][i, j]
+    if m != m:
+        return "N/A"
+    if u != u:
+        return f"{m:.3g} {data.unit}"
+    if data.metric == "lat":
+        return f"{m:.3g} us<br>x{1 / u:.2f}"
+    return f"{u * 100:.0f}%{'*' if p['relative'][i, j] else ''}<br>{m:.3g}"
+
+
 def heatmap_div(data, include_js=True, div_id="heatmap"):
-    """One heatmap per size panel of heatmap.build's data, a selector between them;
-    colour = utilisation (%), hover = src -> dst, GB/s, utilisation, link class."""
+    """One heatmap per size panel of heatmap.build's data, a selector between them that
+    opens on the largest size (small sizes are latency-bound: a healthy link reads low
+    there); colour = utilisation (%) (latency: fastest pair / this pair), each cell's
+    figures printed in it up to CELL_TEXT_MAX ranks, unmeasured cells grey, hover = src
+    -> dst, figures, link class."""
     go, _ = _go()
     n = data.n
     detail = n * n <= HOVER_CELLS_MAX
+    lat = data.metric == "lat"
+    score = "fastest / this" if lat else "utilisation"
     fig = go.Figure()
+    last = len(data.panels) - 1
     for k, p in enumerate(data.panels):
         util = p["util"] * 100
         z = [[None if v != v else float(v) for v in row] for row in util]
@@ -88,25 +110,33 @@ def heatmap_div(data, include_js=True, div_id="heatmap"):
         if detail:
             text = [[f"{data.labels[i]} -> {data.labels[j]}<br>"
                      + ("not measured" if meas[i, j] != meas[i, j] else
-                        f"{meas[i, j]:.4g} GB/s, " + (f"{util[i, j]:.0f}%{'*' if p['relative'][i, j] else ''}"
-                                                     if util[i, j] == util[i, j] else "no comparison")
+                        f"{meas[i, j]:.4g} {data.unit}, " + (f"{score} {util[i, j]:.0f}%"
+                                                             f"{'*' if p['relative'][i, j] else ''}"
+                                                             if util[i, j] == util[i, j] else "no comparison")
                         + f"<br>{p['classes'][i, j]}")
                      for j in range(n)] for i in range(n)]
-            hover = "%{text}<extra>" + human_size(p["size"]) + "</extra>"
+            hover = "%{hovertext}<extra>" + human_size(p["size"]) + "</extra>"
         else:
             text, hover = None, "src %{y} -> dst %{x}: %{z:.0f}%<extra></extra>"
-        fig.add_trace(go.Heatmap(z=z, x=list(range(n)), y=list(range(n)), text=text, hovertemplate=hover,
-                                 colorscale="RdYlGn", zmin=0, zmax=100, visible=k == 0,
-                                 colorbar={"title": "utilisation %"}, name=human_size(p["size"])))
+        cells = {}
+        if n <= CELL_TEXT_MAX:
+            # an unmeasured cell (z None) is a gap: no text, the grey background shows
+            cells = dict(text=[[_cell_text(data, p, i, j) for j in range(n)] for i in range(n)],
+                         texttemplate="%{text}", textfont={"size": 11 if n <= 12 else 8})
+        fig.add_trace(go.Heatmap(z=z, x=list(range(n)), y=list(range(n)), hovertext=text, hovertemplate=hover,
+                                 colorscale="RdYlGn", zmin=0, zmax=100, visible=k == last, hoverongaps=False,
+                                 colorbar={"title": f"{score} %"}, name=human_size(p["size"]), **cells))
     buttons = [dict(label=f"size {human_size(p['size'])}", method="update",
                     args=[{"visible": [i == k for i in range(len(data.panels))]}])
                for k, p in enumerate(data.panels)]
     ticks = dict(tickmode="array", tickvals=list(range(n)), ticktext=data.labels) if n <= 64 else {}
     fig.update_layout(
         title=data.title(), height=max(520, min(1100, 22 * n + 200)), template="plotly_white",
-        updatemenus=[dict(buttons=buttons, direction="down", x=1, xanchor="right", y=1.08, yanchor="bottom")]
-        if len(buttons) > 1 else [],
-        xaxis=dict(title="dst (receiver)", **ticks), yaxis=dict(title="src (sender)", autorange="reversed", **ticks),
+        plot_bgcolor=NA_GREY,
+        updatemenus=[dict(buttons=buttons, active=last, direction="down", x=1, xanchor="right", y=1.08,
+                          yanchor="bottom")] if len(buttons) > 1 else [],
+        xaxis=dict(title="dst (receiver)", showgrid=False, zeroline=False, **ticks),
+        yaxis=dict(title="src (sender)", autorange="reversed", showgrid=False, zeroline=False, **ticks),
         margin={"t": 90, "l": 120, "r": 20, "b": 120})
     return fig.to_html(full_html=False, include_plotlyjs=include_js, div_id=div_id)
 
@@ -124,6 +154,7 @@ def rank_table(data, table_id="ranks"):
         warnings.simplefilter("ignore", RuntimeWarning)
         out_med, in_med = np.nanmedian(util, axis=1), np.nanmedian(util, axis=0)
     pct = lambda v: "" if v != v else f"{v * 100:.0f}%"  # noqa: E731
+    score = "fastest / this" if data.metric == "lat" else "util."
     order = np.argsort(np.where(np.isfinite(out_med), out_med, np.inf))
     rows = "".join(f"<tr><td class=l>{e(data.labels[i])}</td><td class=l>{e(data.nodes[i])}</td>"
                    f"<td>{pct(out_med[i])}</td><td>{pct(in_med[i])}</td></tr>" for i in order)
@@ -131,7 +162,7 @@ def rank_table(data, table_id="ranks"):
             f"<input id=\"{table_id}-search\" placeholder=\"search rank / GPU / NIC / host\" size=40 "
             f"oninput=\"cbFilter('{table_id}', this.value)\">"
             f"<table id=\"{table_id}\"><tr><th class=l>{e(data.by)}</th><th class=l>host</th>"
-            f"<th>median util. as sender</th><th>median util. as receiver</th></tr>{rows}</table>")
+            f"<th>median {score} as sender</th><th>median {score} as receiver</th></tr>{rows}</table>")
 
 
 FILTER_JS = """<script>
@@ -164,6 +195,9 @@ def compare_table(result):
 def write_compare_page(named_docs, result, path):
     from .plot import build
     title = "comm-bench compare: " + " vs ".join(name for name, _ in named_docs)
-    html = page(title, [f"<h1>{title}</h1>", curves_div(*build(named_docs)), compare_table(result)])
+    from .compare import summary_lines
+    letters = [name for name, _ in named_docs]
+    verdict = "".join(f"<p class=meta>{e(line.lstrip('# '))}</p>" for line in summary_lines(result, letters))
+    html = page(title, [f"<h1>{title}</h1>", curves_div(*build(named_docs)), verdict, compare_table(result)])
     from .safefile import write_file
     write_file(path, html, "compare --html")

@@ -33,7 +33,7 @@ def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, 
                 iters: int, warmup: int, n: int, samples_us: list, wrong: int | None, extra: dict,
                 elem: int, round_trip: bool = False, mean_us: float | None = None,
                 reverse_mean_us: float | None = None, both_directions: bool = False,
-                peak_gbps: float | None = None) -> dict:
+                peak_gbps: float | None = None, redop: str = "sum", root: int = ops_mod.ROOT) -> dict:
     """`round_trip`: the samples are whole round trips (RunResult.round_trip);
     mean_us: the batch-timed time per iteration (else the samples' mean);
     reverse_mean_us: a concurrent bidirectional pair's other direction (same size);
@@ -60,7 +60,7 @@ def make_record(*, transport: str, op: str, mode: str, pattern: str, size: int, 
     rec = {
         "transport": transport, "op": op, "mode": mode, "pattern": pattern,
         "size": size, "count": size // elem, "dtype": dtype,
-        "redop": "sum" if o.reduces else None, "root": ops_mod.ROOT if o.rooted else None,
+        "redop": redop if o.reduces else None, "root": root if o.rooted else None,
         "iters": iters, "warmup": warmup, "time_us": time_us,
         "algbw": algbw, "busbw": algbw * o.bus_factor(n),
         "bw_peak": peak_gbps,

@@ -23,12 +23,30 @@ DTYPES = {  # name -> (numpy dtype or None, bytes per element)
     "bfloat16": (None, 2), "int32": ("int32", 4), "int64": ("int64", 8),
     "int8": ("int8", 1), "uint8": ("uint8", 1),
 }
+# nccl-tests' -d spellings (src/common.cu test_typenames) of the same types
+DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64"}
 ALL_DTYPES = tuple(DTYPES)
 NUMPY_DTYPES = tuple(name for name, (np_name, _) in DTYPES.items() if np_name)
-ROOT = 0  # root rank of broadcast and reduce
+ROOT = 0  # root rank of broadcast and reduce (--root)
+REDOPS = ("sum", "prod", "max", "min", "avg")   # nccl-tests' -o names (--redop)
+
+
+def canonical_dtype(name: str) -> str:
+    """A -d value in this tool's spelling: nccl-tests' float/half/double are accepted."""
+    return DTYPE_ALIASES.get(name, name)
+
+
+def reduce_values(redop: str, arrays):
+    """The element-wise reduction of int64 arrays, as `redop` combines ranks' data (avg:
+    the sum over the count, a float)."""
+    import functools
+    fn = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}[redop]
+    out = functools.reduce(fn, arrays)
+    return out / len(arrays) if redop == "avg" else out
 
 
 def dtype_size(dtype: str) -> int:
+    dtype = canonical_dtype(dtype)
     if dtype not in DTYPES:
         raise UsageError(f"unknown --dtype '{dtype}'; choose one of: {', '.join(DTYPES)}")
     return DTYPES[dtype][1]
@@ -76,26 +94,30 @@ class Op:
         """One rank's input, as int64 (cast by the transport to its dtype)."""
         return self.value(rank, xp.arange(in_count, dtype=xp.int64, **where))
 
-    def expected(self, rank: int, n: int, in_count: int, peer=None, xp=np, **where):
+    def expected(self, rank: int, n: int, in_count: int, peer=None, xp=np, redop="sum", root=ROOT, **where):
         """What this rank's output must hold (int64), or None where the op leaves none;
-        `peer`: a pair pattern's sender (sendrecv), instead of the ring's previous rank."""
+        `peer`: a pair pattern's sender (sendrecv), instead of the ring's previous rank;
+        redop / root: --redop and --root (numpy only for a redop other than sum)."""
         def arange(a, b=None):
             return xp.arange(a, b, dtype=xp.int64, **where) if b is not None else \
                 xp.arange(a, dtype=xp.int64, **where)
         idx = arange(in_count)
-        all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731
+        if redop == "sum":
+            all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731
+        else:
+            all_sum = lambda i: reduce_values(redop, [self.value(r, i) for r in range(n)])  # noqa: E731
         if self.name == "all_reduce":
             return all_sum(idx)
         if self.name == "reduce":
-            return all_sum(idx) if rank == ROOT else None
+            return all_sum(idx) if rank == root else None
         if self.name == "broadcast":
-            return self.value(ROOT, idx)
+            return self.value(root, idx)
         if self.name == "all_gather":
             return xp.concatenate([self.value(r, idx) for r in range(n)])
         if self.name == "gather":
-            return xp.concatenate([self.value(r, idx) for r in range(n)]) if rank == ROOT else None
+            return xp.concatenate([self.value(r, idx) for r in range(n)]) if rank == root else None
         if self.name == "scatter":
-            return self.value(ROOT, arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
+            return self.value(root, arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
         if self.name == "reduce_scatter":
             return all_sum(arange(rank * (in_count // n), (rank + 1) * (in_count // n)))
         if self.name == "alltoall":

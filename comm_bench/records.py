@@ -15,6 +15,19 @@ def number(v):
     return float(v) if math.isfinite(v) else None
 
 
+def superseded(rec):
+    """Why a record's figure came from a method since found wrong (one line), or None.
+    Known by what the record holds: the method that replaced it writes a field the old
+    one never did. Only a new run corrects such a record."""
+    extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
+    if rec.get("op") == "peer_bidir" and not {"per_direction_gbps", "reverse_direction_of"} & set(extra):
+        # before 2026-11-30 one GPU drove both copies (its write and a read of the peer);
+        # nvbandwidth's bidirectional figure has both GPUs write to each other at once
+        return ("peer_bidir measured by the method replaced on 2026-11-30 (one GPU drove both copies; "
+                "its figure is about half the link's per-direction rate): re-run the sweep")
+    return None
+
+
 def buffer_label(rec) -> str:
     """Where a record's buffers lived and how they travelled: "host", or "cuda:LIB/direct" or
     "cuda:LIB/staged" (extra.buffer, transports/_gpu_buffers.py). Records with different
@@ -44,6 +57,19 @@ def measured_gbs(rec):
     one-direction rate like every other record."""
     v = number(rec.get("busbw"))
     return v if v is not None else number(rec.get("algbw"))
+
+
+def median_latency_us(rec):
+    """A --mode lat record's median one-way latency (us), or None."""
+    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    return number(lat.get("median"))
+
+
+def latency_pair_records(doc):
+    """Latency records of pair patterns (src and dst given, mode lat, a median)."""
+    return [r for r in doc.get("results") or [] if type(r) is dict and r.get("mode") == "lat"
+            and type(r.get("src")) is int and type(r.get("dst")) is int and type(r.get("size")) is int
+            and median_latency_us(r) is not None]
 
 
 def pair_records(doc):

@@ -41,14 +41,16 @@ def _heat_section(data):
                         f"<td>{util}</td></tr>")
             if len(rows) > 200:
                 break
+    unit, score = data.unit, ("fastest / this" if data.metric == "lat" else "utilisation")
     if rows:
-        parts.append("<table><tr><th>size</th><th class=l>link class</th><th>cells</th><th>min GB/s</th>"
-                     "<th>median GB/s</th><th>max GB/s</th><th>median utilisation</th></tr>"
+        parts.append(f"<table><tr><th>size</th><th class=l>link class</th><th>cells</th><th>min {unit}</th>"
+                     f"<th>median {unit}</th><th>max {unit}</th><th>median {score}</th></tr>"
                      + "".join(rows) + "</table>")
     worst = _worst_cells(data, 10)
     if worst:
-        parts.append("<h3>Lowest utilisation</h3><table><tr><th>size</th><th class=l>src</th><th class=l>dst</th>"
-                     "<th class=l>class</th><th>GB/s</th><th>utilisation</th></tr>" + "".join(
+        parts.append(f"<h3>{'Slowest pairs' if data.metric == 'lat' else 'Lowest utilisation'}</h3><table><tr>"
+                     f"<th>size</th><th class=l>src</th><th class=l>dst</th>"
+                     f"<th class=l>class</th><th>{unit}</th><th>{score}</th></tr>" + "".join(
                          f"<tr><td>{human_size(s)}</td><td class=l>{e(a)}</td><td class=l>{e(b)}</td>"
                          f"<td class=l>{e(c)}</td><td>{m:.3g}</td><td>{u * 100:.0f}%</td></tr>"
                          for s, a, b, c, m, u in worst) + "</table>")
@@ -216,14 +218,14 @@ def render(doc, out_path, rules=None, by="rank", interactive=False):
     """Write the full report for a results document (dict) to out_path (one HTML file)."""
     from .errors import UsageError
     from .heatmap import build
-    from .records import pair_records
+    from .records import latency_pair_records, pair_records
     from .results import check_document
     check_document(doc)
     title = f"comm-bench report: {doc.get('transport')} {doc.get('pattern') or ''} ({doc.get('world_size')} ranks)"
     body = [f"<h1>{e(title)}</h1>", "<h2>Run</h2>", _summary(doc),
             "<h2>Findings</h2>", _findings(doc, rules),
             "<h2>Curves</h2>", _curves(doc, interactive)]   # before the heatmap: it brings Plotly
-    if pair_records(doc):
+    if pair_records(doc) or latency_pair_records(doc):
         try:
             data = build(doc, by=by)
             if interactive:

@@ -17,7 +17,9 @@ from .errors import UsageError
 
 # what must match for two attempts to be one sweep
 SAME_RUN = ("transport", "world_size", "pattern")
-SAME_OPTIONS = ("ops", "sizes", "iters", "warmup", "check", "dtype", "mode", "transport_options")
+SAME_OPTIONS = ("ops", "sizes", "iters", "warmup", "check", "dtype", "redop", "root", "mode", "transport_options")
+# settings documents written before they existed held implicitly
+OPTION_DEFAULTS = {"redop": "sum", "root": 0}
 # launchers' restart counters, recorded with each resumption
 RESTART_ENV = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 
@@ -40,7 +42,7 @@ def previous(path: str, doc: dict) -> dict | None:
         if old.get(key) != doc[key]:
             raise UsageError(_differs(path, key, old.get(key), doc[key]))
     for key in SAME_OPTIONS:
-        was, now = (old.get("options") or {}).get(key), doc["options"].get(key)
+        was, now = (old.get("options") or {}).get(key, OPTION_DEFAULTS.get(key)), doc["options"].get(key)
         if was != now:
             raise UsageError(_differs(path, key, was, now))
     return old

@@ -48,6 +48,8 @@ class SweepConfig:
     warmup: int = 5
     check: bool = False
     dtype: str = "float32"
+    redop: str = "sum"           # --redop (nccl-tests' -o): all_reduce, reduce, reduce_scatter
+    root: int = 0                # --root (nccl-tests' -r): broadcast and reduce
     mode: str = "bw"
     pattern: str | None = None
     timeout: float = 60.0
@@ -84,6 +86,7 @@ def resolve(cfg: SweepConfig, world_size: int):
     if cfg.dtype not in cls.dtypes:
         raise UsageError(f"transport '{cfg.transport}' does not take --dtype {cfg.dtype}; "
                          f"it takes: {', '.join(cls.dtypes)}")
+    _check_redop_root(cfg, cls, world_size)
     elem = ops_mod.dtype_size(cfg.dtype)
     odd = [s for s in cfg.sizes if s % elem]
     if odd:
@@ -120,6 +123,18 @@ def resolve(cfg: SweepConfig, world_size: int):
     cfg.waived = cfg.waived or [{"op": op, "reason": why} for op, why in reasons.items() if why]
     cfg.ops = runnable
     return cls
+
+
+def _check_redop_root(cfg, cls, world_size):
+    """--redop and --root against what the transport runs and the ranks there are."""
+    if cfg.redop not in ops_mod.REDOPS:
+        raise UsageError(f"--redop {cfg.redop}: use one of {', '.join(ops_mod.REDOPS)}")
+    reducing = [o for o in cfg.ops or cls.ops if ops_mod.get(o).reduces]
+    if cfg.redop != "sum" and reducing and cfg.redop not in cls.redops:
+        raise UsageError(f"transport '{cfg.transport}' runs {reducing[0]} with --redop "
+                         f"{', '.join(cls.redops)}, not {cfg.redop}")
+    if not 0 <= cfg.root < world_size:
+        raise UsageError(f"--root {cfg.root}: the root must be a rank, 0 to {world_size - 1}")
 
 
 def document_options(cfg: SweepConfig) -> dict:
@@ -277,7 +292,8 @@ class _RankRun:
         ctx = RankContext(rank=self.rank, world_size=self.n, local_rank=info.local_rank,
                           local_world_size=info.local_world_size, host=self.table[self.rank]["host"],
                           addr=self.table[self.rank]["addr"], store=self.store, timeout=cfg.timeout,
-                          options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops))
+                          options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops),
+                          redop=cfg.redop, root=cfg.root)
         self.transport.setup(ctx)
         described = self.store.gather_to(0, "cb/describe", {
             "devices": self.transport.describe(),
@@ -380,7 +396,7 @@ class _RankRun:
                     from .diagnose.confirm import run_phase
                     run_phase(self, op, first_round=len(self.rounds))
             if self.rank == 0:
-                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n):
+                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n, self.cfg.mode):
                     self.progress.line(line)
 
     def _run(self, op, size, peer=None, role=None, iters=None):
@@ -401,7 +417,8 @@ class _RankRun:
                 size=size, dtype=self.cfg.dtype, iters=self.cfg.iters, warmup=self.cfg.warmup,
                 n=self.n, samples_us=samples, wrong=self._wrong(g["wrong"] for g in got),
                 extra=got[0]["extra"], elem=self.elem, round_trip=got[0]["round_trip"],
-                mean_us=_ranks_time(op, means, got[0]["extra"].get("average")), both_directions=got[0]["both_directions"]),
+                mean_us=_ranks_time(op, means, got[0]["extra"].get("average")), both_directions=got[0]["both_directions"],
+                redop=self.cfg.redop, root=self.cfg.root),
                 f"{op} {size} B", asked, ranks={i: g["wrong"] for i, g in enumerate(got)})
 
     def _wrong(self, counts):
@@ -452,7 +469,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.progress.line(row(record))
-        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size")})
+        self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size", "latency_us")})
         self.progress.advance(description)
 
 

@@ -86,22 +86,32 @@ def footer(records, mode: str = "bw") -> list:
 MATRIX_MAX_RANKS = 32   # wider than a terminal beyond this: `comm-bench heatmap` shows it
 
 
-def matrix(records, n: int) -> list:
-    """nvbandwidth's picture of a pairwise run: busbw (GB/s) src (rows) -> dst (columns) at
-    the largest size, N/A where no pair was measured (median over repeats)."""
+def _median_us(r):
+    v = (r.get("latency_us") or {}).get("median") if isinstance(r.get("latency_us"), dict) else None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def matrix(records, n: int, mode: str = "bw") -> list:
+    """nvbandwidth's picture of a pairwise run, src (rows) -> dst (columns), N/A where no
+    pair was measured (median over repeats): busbw (GB/s) at the largest size, or with
+    --mode lat the median one-way latency (us) at the smallest size."""
+    lat = mode == "lat"
+    value = _median_us if lat else (lambda r: r.get("busbw"))
     pairs = [r for r in records if isinstance(r.get("src"), int) and isinstance(r.get("dst"), int)
-             and isinstance(r.get("busbw"), (int, float)) and isinstance(r.get("size"), int)]
+             and isinstance(value(r), (int, float)) and isinstance(r.get("size"), int)]
     if len({(r["src"], r["dst"]) for r in pairs}) < 2 or not 2 <= n <= MATRIX_MAX_RANKS:
         return []
-    size = max(r["size"] for r in pairs)
+    size = (min if lat else max)(r["size"] for r in pairs)
     cells = {}
     for r in pairs:
         if r["size"] == size:
-            cells.setdefault((r["src"], r["dst"]), []).append(r["busbw"])
+            cells.setdefault((r["src"], r["dst"]), []).append(value(r))
     med = {k: statistics.median(v) for k, v in cells.items()}
-    lines = [f"# busbw (GB/s) at {size} B, src rank (rows) -> dst rank (columns)",
+    what = "median one-way latency (us)" if lat else "busbw (GB/s)"
+    lines = [f"# {what} at {size} B, src rank (rows) -> dst rank (columns)",
              "#" + " " * 5 + "".join(f"{d:>9}" for d in range(n))]
+    spec = ">9.2f" if lat else ">9.3f"
     for s in range(n):
-        lines.append(f" {s:>5}" + "".join(f"{med[(s, d)]:>9.3f}" if (s, d) in med else f"{'N/A':>9}"
+        lines.append(f" {s:>5}" + "".join(format(med[(s, d)], spec) if (s, d) in med else f"{'N/A':>9}"
                                          for d in range(n)))
     return lines

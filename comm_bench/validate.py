@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 import statistics
 
-from .records import measured_gbs, one_buffer, pair_records
+from .records import measured_gbs, one_buffer, pair_records, superseded
 from .results import load as load_results
 from .sizes import human_size
 from .validate_findings import NothingToCheck, finding
-from .validate_rules import expected_collective_min, expected_min, load_rules, outlier_rules, parse_size
+from .validate_rules import (class_rule, expected_collective_min, expected_min, load_rules, outlier_rules,
+                             parse_size)
 
 MAD_SCALE = 1.4826
 
@@ -65,7 +66,9 @@ def check(doc, rules=None):
                                  f"(host {f.get('host')}): {f.get('reason')}",
                                  rank=f.get("rank"), host=f.get("host")))
     from .diagnose import findings as diag
-    all_recs = pair_records(doc)
+    old = superseded_findings(doc)
+    findings += old
+    all_recs = [r for r in pair_records(doc) if superseded(r) is None]   # their figures are wrong
     recs = diag.first_pass(all_recs)
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
@@ -131,13 +134,17 @@ def check(doc, rules=None):
     peer_med = {}           # (key, pair) -> median of its peers, for outlier pairs
     class_wide = []
     min_share = rules["blame"]["min_share"]
+    rate_sizes = rate_checked_sizes(groups, rules, transport)
+    exp_sizes, below_sizes = {}, {}   # pair -> sizes held against / below the expected minimum
     for key, pairs in groups.items():
         op, size, cls = key
         below = []
         for p in pairs:
             pair_sizes.setdefault(p, set()).add(size)
             pair_class[p] = cls
-            exp = expected_min(rules, transport, cls, theo_of[(key,) + p])
+            exp = expected_min(rules, transport, cls, theo_of[(key,) + p]) if size in rate_sizes[cls] else None
+            if exp is not None:
+                exp_sizes.setdefault(p, set()).add(size)
             if exp is not None and obs[(key, p)] < exp:
                 below.append((p, exp))
         if below and len(below) >= 0.5 * len(pairs) and len(pairs) >= 2:
@@ -149,7 +156,7 @@ def check(doc, rules=None):
                 class_wide.append((key, len(below), len(pairs), statistics.median(vals), below[0][1]))
                 below = []
         for p, _ in below:
-            bad_pair_sizes.setdefault(p, set()).add(size)
+            below_sizes.setdefault(p, set()).add(size)
         rest = [p for p in pairs if p[0] not in bad_ranks and p[1] not in bad_ranks and p[0] != p[1]]
         if len(rest) >= max(3, int(o["min_peers"])):
             vals = [obs[(key, p)] for p in rest]
@@ -159,6 +166,7 @@ def check(doc, rules=None):
                 peer_med[(key, rest[i])] = med
     bad_pairs = {p for p, s in bad_pair_sizes.items()
                  if len(s) >= o["min_size_fraction"] * len(pair_sizes.get(p, s))}
+    bad_pairs |= {p for p, s in below_sizes.items() if len(s) >= o["min_size_fraction"] * len(exp_sizes[p])}
     # 3. blame, per link class: pairs of already-bad ranks are explained; a greedy cover
     #    names the ends that most bad pairs share
     remaining = set()
@@ -183,10 +191,24 @@ def check(doc, rules=None):
         findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
     findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
     return report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
-                                          "groups": [{"op": k[0], "size": k[1], "class": k[2],
-                                                      "pairs": len(v), "median_gbs": gmed[k]}
+                                          "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
+                                                          op=k[0], size=k[1], pairs=len(v), median_gbs=gmed[k])
                                                      for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def superseded_findings(doc):
+    """One finding per reason: records whose figure came from a method since found wrong
+    are not checked against anything, and the run does not pass with them."""
+    by_why = {}
+    for r in doc.get("results") or []:
+        why = superseded(r) if isinstance(r, dict) else None
+        if why:
+            by_why.setdefault(why, []).append(r)
+    return [finding("superseded-method", f"{len(rs)} record(s) ({', '.join(sorted({str(r.get('op')) for r in rs}))}"
+                    f" {', '.join(human_size(s) for s in sorted({r.get('size') or 0 for r in rs}))}): {why}",
+                    records=len(rs), op=rs[0].get("op"))
+            for why, rs in by_why.items()]
 
 
 def checked_size_list(recs, rules):
@@ -194,6 +216,28 @@ def checked_size_list(recs, rules):
     min_size = parse_size(rules["min_size"])
     sizes = sorted({r["size"] for r in recs})
     return [s for s in sizes if s >= min_size] or [sizes[-1]]
+
+
+def rate_checked_sizes(groups, rules, transport):
+    """class -> the sizes held against the class's expected minimum: those from its own
+    min_size (a link class whose rate small transfers cannot reach), else its largest."""
+    out = {}
+    for _, size, cls in groups:
+        out.setdefault(cls, set()).add(size)
+    for cls, sizes in out.items():
+        floor = class_rule(rules, transport, cls).get("min_size")
+        floor = parse_size(floor) if floor is not None else 0
+        out[cls] = {s for s in sizes if s >= floor} or {max(sizes)}
+    return out
+
+
+def _group_rate(key, pairs, theo_of, rules, transport, rate_sizes):
+    """A checked group's link: class, the slowest theoretical rate among its pairs and
+    the expected minimum held against them at this size (None: compared with peers only)."""
+    rates = [theo_of[(key,) + p] for p in pairs if theo_of[(key,) + p]]
+    theo = min(rates) if rates else None
+    exp = expected_min(rules, transport, key[2], theo) if key[1] in rate_sizes[key[2]] else None
+    return {"class": key[2], "theoretical_gbs": theo, "expected_gbs": exp}
 
 
 def _group_order(kv):
@@ -251,6 +295,9 @@ def _cover(bad, measured, min_share, max_ends):
         share = c / max(1, per_rank.get(r, 0))
         if c < 2 or share < min_share:
             break
+        mine = {p for p in left if r in p}
+        if any(q != r and {p for p in left if q in p} == mine for q in count):
+            break     # another end shares every one of these pairs (a 2-rank run): neither is named
         cover.append((r, c, share))
         left = {p for p in left if r not in p}
     return cover, left

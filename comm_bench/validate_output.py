@@ -13,13 +13,10 @@ def format_text(report):
     lines = []
     for g in c.get("groups") or []:
         lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
-                     f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s")
+                     f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s  ({_against(g)})")
     for g in c.get("collectives") or []:
-        theo = f"{g['theoretical_gbs']:.3g}" if g["theoretical_gbs"] else "unknown"
-        exp = (f"expected min {g['expected_gbs']:.3g}" if g["expected_gbs"] is not None
-               else "not checked: no expected minimum")
         lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
-                     f"{g['busbw']:.3g} GB/s  (theoretical {theo}, {exp})")
+                     f"{g['busbw']:.3g} GB/s  ({_against(g, 'not checked: no expected minimum')})")
     checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
                 f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
         + [f"{len(c.get('collectives') or [])} collective op(s)"]
@@ -33,6 +30,13 @@ def format_text(report):
     if not report["findings"]:
         out.append("no findings")
     return "\n".join(out)
+
+
+def _against(g, none="peers only"):
+    """What a checked line was held against: the link's rate and the expected minimum."""
+    theo = f"link {g['theoretical_gbs']:.3g} GB/s" if g.get("theoretical_gbs") else "link rate unknown"
+    exp = f"expected min {g['expected_gbs']:.3g}" if g.get("expected_gbs") is not None else none
+    return f"{theo}, {exp}"
 
 
 def write_junit(report, path):

@@ -22,7 +22,7 @@ def default_rules_path():
 with open(default_rules_path(), encoding="utf-8") as _f:
     DEFAULT_RULES = yaml.safe_load(_f)
 RULE_KEYS = set(DEFAULT_RULES)
-CLASS_KEYS = {"efficiency", "floor_gbs"}
+CLASS_KEYS = {"efficiency", "floor_gbs", "min_size"}
 
 
 def parse_size(v):
@@ -98,7 +98,9 @@ def _check_rules(rules, path="rules"):
                 raise UsageError(f"rules file '{path}': {where}.{cls} takes only "
                                  f"{', '.join(sorted(CLASS_KEYS))}")
             for k, v in spec.items():
-                if not _number(v):
+                if k == "min_size":
+                    parse_size(v)
+                elif not _number(v):
                     raise UsageError(f"rules file '{path}': {where}.{cls}.{k} must be a number >= 0")
     check_outliers(rules["outliers"], "outliers", path, complete=True)
     check_outliers(rules["collectives"], "collectives", path, complete=True, keys=("scale",))

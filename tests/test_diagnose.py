@@ -139,9 +139,9 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
     rules = tmp_path / "loose.yaml"
     rules.write_text("confirm: {suspect_z: 0, min_effect: 0}\n")
     out = tmp_path / "r.json"
-    run_cli("sweep", "-t", "tcp", "--pattern", "pairwise", "-N", "4", "-b", "256K", "-e", "256K", "-n", "4",
-            "-w", "1", "--confirm", "3", "--no-progress", "-o", out, env={"COMM_BENCH_RULES": str(rules)},
-            check_rc=0, timeout=180)
+    p = run_cli("sweep", "-t", "tcp", "--pattern", "pairwise", "-N", "4", "-b", "256K", "-e", "256K", "-n", "4",
+                "-w", "1", "--confirm", "3", "--no-progress", "-o", out, env={"COMM_BENCH_RULES": str(rules)},
+                check_rc=0, timeout=180)
     doc = json.loads(out.read_text())
     conf = [r for r in doc["results"] if "confirm" in r]
     first = [r for r in doc["results"] if "confirm" not in r]
@@ -154,6 +154,27 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
     rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
     assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
     assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])
+    # the sweep ends its confirm phase with a verdict line, one verdict per suspect, as validate reads them
+    verdict = [line for line in p.stdout.splitlines() if line.startswith("# confirm verdict: ")]
+    assert len(verdict) == 1, p.stdout[-3000:]
+    said = verdict[0][len("# confirm verdict: "):].split("; ")
+    assert len(said) == len(ids)
+    for v, text in zip(rep["checked"]["diagnosis"]["verdicts"], said):
+        t = v["target"]
+        assert text.startswith(f"rank {t['rank']} " if "rank" in t else f"pair {t['src']}->{t['dst']} ")
+        assert ("SLOW" in text) == bool(v.get("slow")) and ("not reproduced" in text) == \
+            (not v.get("slow") and not v.get("unstable")), (text, v)
+
+
+def test_sweep_confirm_without_suspects_says_so(tmp_path):
+    rules = tmp_path / "strict.yaml"
+    # (a MAD of 0 among 3 ranks makes z infinite: the effects, not z, rule suspects out here)
+    rules.write_text("confirm: {suspect_z: 1000, min_effect: 0.99, unstable_ratio: 1000000000}\n")
+    p = run_cli("sweep", "-t", "tcp", "--pattern", "pairwise", "-N", "3", "-b", "64K", "-e", "64K", "-n", "3",
+                "-w", "1", "--confirm", "2", "--no-progress", "-o", tmp_path / "r.json",
+                env={"COMM_BENCH_RULES": str(rules)}, check_rc=0, timeout=180)
+    said = [line for line in p.stdout.splitlines() if "confirm" in line]
+    assert said == ["# confirm verdict: no suspects: every rank and pair ran like its peers in the first pass"], said
 
 
 # ----------------------------------------------------------------------------- check

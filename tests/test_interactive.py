@@ -78,3 +78,42 @@ def test_interactive_bad_input_is_one_line(pages, tmp_path):
                            (["compare", src, "--html", tmp_path / "no" / "c.html"], "cannot write")):
         p = run_cli(*args, check_rc=2)
         assert fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def _dom(page, tmp_path):
+    """The page's DOM after its scripts ran (what the user sees, as markup)."""
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless browser: apt-get install chromium-headless-shell (or chromium)")
+    p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                        "--dump-dom", f"file://{page}"], capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, HOME=str(tmp_path)))
+    assert "heatmap-label" in p.stdout, p.stderr[-2000:]
+    return p.stdout
+
+
+def test_heatmap_page_opens_on_the_largest_size_with_figures_in_grey_framed_cells(pages, tmp_path):
+    """#26: the selector shows the largest size and its panel is the one drawn; each
+    measured cell prints its utilisation and GB/s, each unmeasured one N/A on grey."""
+    import html as htmlmod
+    import json
+    import re
+    import statistics
+
+    doc = json.loads((pages["heatmap"].parent / "tcp3.json").read_text())
+    largest = max(r["size"] for r in doc["results"])
+    gbs = {}
+    for r in doc["results"]:
+        if r["size"] == largest:
+            gbs.setdefault((r["src"], r["dst"]), []).append(r["busbw"])
+    gbs = {k: statistics.median(v) for k, v in gbs.items()}
+    best = max(gbs.values())          # loopback has no rate: relative to the best pair (*)
+    want = [["N/A" if s == d else f"{100 * gbs[(s, d)] / best:.0f}%*<br>{gbs[(s, d)]:.3g}" for d in range(3)]
+            for s in range(3)]
+    dom = _dom(pages["heatmap"], tmp_path)
+    head = re.search(r'class="updatemenu-header".*?data-unformatted="([^"]*)"', dom).group(1)
+    assert head == "size 256K" and largest == 256 << 10
+    shown = [htmlmod.unescape(t) for t in re.findall(r'<g class="heatmap-label"><text[^>]*data-unformatted="([^"]*)"', dom)]
+    assert shown == [c for row in want for c in row]
+    img = _shot(pages["heatmap"], tmp_path, 700)
+    assert _near(img, (217, 217, 217), 0.01) > 3 * 5000     # three grey N/A cells (~300 x 100 px each)

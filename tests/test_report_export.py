@@ -31,7 +31,8 @@ def test_filters(run):
     rows = json.loads(run_cli("report", path, "--format", "json", "--pair", "0->1,2->0", "--size", "64K",
                               check_rc=0).stdout)
     assert sorted((r["src"], r["dst"], r["size"]) for r in rows) == [(0, 1, 65536), (2, 0, 65536)]
-    assert run_cli("report", path, "--format", "json", "--op", "all_reduce", check_rc=0).stdout.strip() == "[]"
+    p = run_cli("report", path, "--format", "json", "--op", "all_reduce", check_rc=2)   # says so (#26)
+    assert not p.stdout and "no records match --op all_reduce" in p.stderr
     for bad, fragment in ((["--pair", "0to1"], "is not a pair"), (["--size", "big"], "is not a size")):
         p = run_cli("report", path, *bad, check_rc=2)
         assert fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1

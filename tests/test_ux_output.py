@@ -151,5 +151,7 @@ def test_short_options_that_mean_otherwise_in_nccl_tests_say_so():
     letters keep their meaning, and --help says they differ."""
     text = " ".join(run_cli("sweep", "--help", check_rc=0).stdout.split())
     text = re.sub(r"(\w)- (\w)", r"\1-\2", text)          # click wraps at hyphens
-    for flag, theirs in (("-t", "threads per process"), ("-o", "reduction op"), ("-N", "run cycles")):
+    for flag, theirs in (("-t", "threads per process"), ("-N", "run cycles")):
         assert f"Not nccl-tests' {flag} ({theirs})" in text, flag
+    # -o takes nccl-tests' reduction names too (tests/test_nccl_tests_habits.py)
+    assert "nccl-tests' -o is the reduction op: -o sum|prod|max|min|avg is taken as --redop" in text

@@ -144,8 +144,15 @@ def test_floor_from_rules(tmp_path):
     p = tmp_path / "r.yaml"
     p.write_text("classes:\n  nvlink: {floor_gbs: 400}\n")
     rep = check(make_doc(nodes=1, gpn=4), load_rules(str(p)))
-    assert kinds(rep) == ["class-below-expected"] * 2
-    assert rep["findings"][0]["expected_gbs"] == 400
+    # nvlink's min_size (256M) is above both sizes: the floor holds at the largest, 4M
+    assert kinds(rep) == ["class-below-expected"]
+    assert rep["findings"][0]["expected_gbs"] == 400 and rep["findings"][0]["size"] == 4 << 20
+    p.write_text("classes:\n  nvlink: {floor_gbs: 400, min_size: 1M}\n")
+    rep = check(make_doc(nodes=1, gpn=4), load_rules(str(p)))
+    assert kinds(rep) == ["class-below-expected"] * 2       # one per size from 1M
+    p.write_text("classes:\n  nvlink: {min_size: lots}\n")
+    with pytest.raises(UsageError, match="bad size 'lots'"):
+        load_rules(str(p))
 
 
 def test_small_sizes_ignored():

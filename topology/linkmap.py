@@ -244,11 +244,11 @@ class LinkMap:
                 ga, gb = self._gpu(topo, ds[1]), self._gpu(topo, dd[1])
                 if ga and gb:
                     nl, ver = nvlink_between(_with_links(ga), _with_links(gb))
-                    peers = (ga.get("nvlink") or {}).get("peers") or {}
-                    if not nl and gb.get("label") in peers:
-                        nl, ver = peers[gb["label"]], (ga.get("nvlink") or {}).get("version")
                     if nl:
                         return "nvlink", L.nvlink_gbs(ver, nl)
+                    peers = (ga.get("nvlink") or {}).get("peers") or {}
+                    if peers.get(gb.get("label")):     # a stored snapshot: links to that peer
+                        return "nvlink", L.gpu_nvlink_gbs(ga.get("nvlink"), peers[gb["label"]])
                     rate = _matrix_rate(topo, ga.get("label"), gb.get("label"))
                     if rate is None:
                         rate = L.min_rate((ga.get("pcie") or {}).get("cur_gbs"),

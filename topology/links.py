@@ -33,6 +33,28 @@ def nvlink_gbs(version, links):
     return round(per * links, 3)
 
 
+def stored_generation(version):
+    """The NVLink generation a results document's `version` means. Snapshots store the
+    generation since the NVML enum fix; documents written before it hold NVML's enum,
+    whose codes 6 and 7 (NVLink 4.0, 5.0) are no generation yet: read those through
+    NVML_NVLINK_GENERATION. Codes 1-5 read as the generation they are now."""
+    if version in NVLINK_GBS_PER_LINK:
+        return version
+    return NVML_NVLINK_GENERATION.get(version) if version in (6, 7) else None
+
+
+def gpu_nvlink_gbs(nvlink, links=None):
+    """A topology GPU entry's `nvlink` dict -> its theoretical GB/s per direction over
+    `links` links (default: all its active links). Derived from links x generation when
+    the document left `gbs` null (the H200 documents recorded before the enum fix)."""
+    nvlink = nvlink if isinstance(nvlink, dict) else {}
+    if links is None:
+        if nvlink.get("gbs"):
+            return float(nvlink["gbs"])
+        links = nvlink.get("links")
+    return nvlink_gbs(stored_generation(nvlink.get("version")), links)
+
+
 def pcie_gbs(gen, width):
     per = PCIE_GBS_PER_LANE.get(gen or 0)
     if not per or not width:

@@ -39,7 +39,7 @@ def time_loop(step, iters: int, warmup: int, finish=None) -> list:
 IN_PLACE = ("all_reduce", "broadcast", "reduce")  # result lands in the input buffer
 
 
-def check_plan(op: str, rank: int, n: int, nbytes: int, elem: int, role=None):
+def check_plan(op: str, rank: int, n: int, nbytes: int, elem: int, role=None, redop="sum", root=ops_mod.ROOT):
     """(input values, output elements, expected output or None), values as int64,
     for one checked iteration. Pair patterns: the source's data must reach the
     destination (and come back, in a ping-pong)."""
@@ -49,7 +49,7 @@ def check_plan(op: str, rank: int, n: int, nbytes: int, elem: int, role=None):
         values = ops_mod.get("sendrecv").fill(0, 2, count)
         return values, count, values
     in_count, out_count = o.counts(nbytes, n, elem)
-    return o.fill(rank, n, in_count), out_count, o.expected(rank, n, in_count)
+    return o.fill(rank, n, in_count), out_count, o.expected(rank, n, in_count, redop=redop, root=root)
 
 
 def ring_peers(rank: int, n: int):

@@ -113,6 +113,8 @@ class RankContext:
     options: dict = field(default_factory=dict)  # transport options from the CLI (Option.dest keys)
     max_bytes: int = 0        # largest size the sweep will ask for (buffers can be sized once)
     ops: tuple = ()           # the ops the sweep will run
+    redop: str = "sum"        # --redop: the reduction of all_reduce, reduce, reduce_scatter
+    root: int = 0             # --root: the root rank of broadcast and reduce
 
 
 @dataclass
@@ -164,6 +166,7 @@ class Transport:
     patterns: ClassVar[tuple] = ("collective",)
     modes: ClassVar[tuple] = ("bw",)        # "bw" streaming, "lat" ping-pong
     dtypes: ClassVar[tuple] = ("float32",)
+    redops: ClassVar[tuple] = ("sum",)     # --redop values its reducing ops run (ops.REDOPS)
     options: ClassVar[tuple] = ()           # Option(...) entries for the sweep command
     # ops a pattern runs (None: every op of the transport): e.g. a collective library's pair
     # patterns measure sendrecv between two ranks, and cuda's peer copies need a pair

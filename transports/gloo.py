@@ -26,6 +26,7 @@ class GlooTransport(Transport):
     description = "torch.distributed with the Gloo backend (CPU tensors)"
     link_kind = "cpu"
     ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
+    redops = ("sum", "prod", "max", "min")   # torch's Gloo has no AVG
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")
@@ -72,7 +73,7 @@ class GlooTransport(Transport):
 
         torch_dtype = getattr(torch, dtype)
         values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes,
-                                                ops_mod.dtype_size(dtype), role)
+                                                ops_mod.dtype_size(dtype), role, self.ctx.redop, self.ctx.root)
         if self.gpu is not None:
             return self._run_gpu(op, nbytes, iters, warmup, dtype, check, mode, peer, role,
                                  values, out_count, want)
@@ -135,18 +136,19 @@ class GlooTransport(Transport):
                                  buffer=gb.describe(self.lib, "direct" if direct else "staged"))
 
     def _collective_step(self, op, inp, out):
-        d, rank, n = self.dist, self.ctx.rank, self.ctx.world_size
+        d, rank, n, root = self.dist, self.ctx.rank, self.ctx.world_size, self.ctx.root
+        red = getattr(d.ReduceOp, {"prod": "PRODUCT"}.get(self.ctx.redop, self.ctx.redop.upper()))
         nxt, prev = fw.ring_peers(rank, n)
         # newer torch renamed these; use whichever this torch has
         all_gather = getattr(d, "all_gather_single", None) or d.all_gather_into_tensor
         reduce_scatter = getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor
         steps = {
-            "all_reduce": lambda: d.all_reduce(inp),
+            "all_reduce": lambda: d.all_reduce(inp, op=red),
             "all_gather": lambda: all_gather(out, inp),
-            "reduce_scatter": lambda: reduce_scatter(out, inp),
+            "reduce_scatter": lambda: reduce_scatter(out, inp, op=red),
             "alltoall": lambda: d.all_to_all_single(out, inp),
-            "broadcast": lambda: d.broadcast(inp, 0),
-            "reduce": lambda: d.reduce(inp, 0),
+            "broadcast": lambda: d.broadcast(inp, root),
+            "reduce": lambda: d.reduce(inp, root, op=red),
             "sendrecv": lambda: [w.wait() for w in (d.isend(inp, nxt), d.irecv(out, prev))],
         }
         return steps[op]

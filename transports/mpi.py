@@ -25,6 +25,7 @@ class MpiTransport(Transport):
     description = "MPI through mpi4py (numpy buffers)"
     link_kind = "cpu"
     ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
+    redops = ("sum", "prod", "max", "min")   # MPI has no average
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw", "lat")
@@ -80,7 +81,7 @@ class MpiTransport(Transport):
         import numpy as np
 
         values, out_count, want = fw.check_plan(op, self.ctx.rank, self.ctx.world_size, nbytes,
-                                                ops_mod.dtype_size(dtype), role)
+                                                ops_mod.dtype_size(dtype), role, self.ctx.redop, self.ctx.root)
         if self.gpu is not None:
             return self._run_gpu(op, nbytes, iters, warmup, dtype, check, mode, peer, role,
                                  values, out_count, want)
@@ -138,17 +139,18 @@ class MpiTransport(Transport):
                                  buffer=self.buffer)
 
     def _collective_step(self, op, inp, out, sync=None):
-        c, MPI, rank, n = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size
+        c, MPI, rank, n, root = self.comm, self.MPI, self.ctx.rank, self.ctx.world_size, self.ctx.root
+        red = getattr(MPI, self.ctx.redop.upper())      # MPI.SUM, PROD, MAX, MIN
         nxt, prev = fw.ring_peers(rank, n)
         steps = {  # out-of-place everywhere, so the checked output is always `out`
-            "all_reduce": lambda: c.Allreduce(inp, out, op=MPI.SUM),
+            "all_reduce": lambda: c.Allreduce(inp, out, op=red),
             "all_gather": lambda: c.Allgather(inp, out),
-            "reduce_scatter": lambda: c.Reduce_scatter_block(inp, out, op=MPI.SUM),
+            "reduce_scatter": lambda: c.Reduce_scatter_block(inp, out, op=red),
             "alltoall": lambda: c.Alltoall(inp, out),
             # (a device copy must be finished before a CUDA-aware MPI reads it: `sync`)
-            "broadcast": lambda: (out.__setitem__(slice(None), inp) if rank == 0 else None,
-                                  sync and sync(), c.Bcast(out, root=0)),
-            "reduce": lambda: c.Reduce(inp, out if rank == 0 else None, op=MPI.SUM, root=0),
+            "broadcast": lambda: (out.__setitem__(slice(None), inp) if rank == root else None,
+                                  sync and sync(), c.Bcast(out, root=root)),
+            "reduce": lambda: c.Reduce(inp, out if rank == root else None, op=red, root=root),
             "sendrecv": lambda: c.Sendrecv(inp, nxt, 0, out, prev, 0),
         }
         return steps[op]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 from .. import ops as ops_mod
-from ..ops import ROOT
 from .base import (AVERAGE_OPTION, GPU_OPTION, NCCL_TESTS_TIMING, Option, RankContext, RunResult, Transport,
                    TransportError, TransportUnavailable)
 
@@ -97,6 +96,7 @@ class NcclTransport(Transport):
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
     dtypes = ops_mod.ALL_DTYPES
+    redops = ops_mod.REDOPS  # the native side maps them to ncclSum..ncclAvg and checks them
     options = (
         Option("--nccl-lib", str, None, "libnccl to load (default: the nvidia-nccl wheel, torch's, "
                                         "then the system's libnccl.so.2)"),
@@ -169,7 +169,7 @@ class NcclTransport(Transport):
         in_count, out_count = ops_mod.get(native_op).counts(int(nbytes), ctx.world_size, ops_mod.dtype_size(dtype))
         try:
             with nvml.Sampler([self.info.get("pci_bus_id")]) as sampled:
-                out = self.comm.run(native_op, in_count, out_count, dtype, "sum", ROOT, native_peer, int(iters),
+                out = self.comm.run(native_op, in_count, out_count, dtype, ctx.redop, ctx.root, native_peer, int(iters),
                                     int(warmup), self.in_place, self.graph, bool(check), float(ctx.timeout))
         except self.mod.NativeError as exc:
             raise TransportError(f"rank {ctx.rank} (GPU {self.dev}): nccl {op} of {nbytes} B failed: "

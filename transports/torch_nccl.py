@@ -13,7 +13,6 @@ import time
 from datetime import timedelta
 
 from .. import ops as ops_mod
-from ..ops import ROOT
 from .base import (AVERAGE_OPTION, GPU_OPTION, NCCL_TESTS_TIMING, TEST_CORRUPT_CHECK, RankContext, RunResult,
                    Transport, TransportError)
 
@@ -94,8 +93,8 @@ class TorchNcclTransport(Transport):
                 "all_gather": lambda: d.all_gather_into_tensor(out, inp),
                 "reduce_scatter": lambda: d.reduce_scatter_tensor(out, inp),
                 "alltoall": lambda: d.all_to_all_single(out, inp),
-                "broadcast": lambda: d.broadcast(inp, ROOT),
-                "reduce": lambda: d.reduce(inp, ROOT),
+                "broadcast": lambda: d.broadcast(inp, self.ctx.root),
+                "reduce": lambda: d.reduce(inp, self.ctx.root),
                 "sendrecv": lambda: [w.wait() for w in d.batch_isend_irecv(
                     [d.P2POp(d.isend, inp, nxt), d.P2POp(d.irecv, out, prev)])],
             }
@@ -144,7 +143,8 @@ class TorchNcclTransport(Transport):
                 step()
                 got = inp if (peer is None and op in IN_PLACE) else out
                 want = None if role == "src" else ops_mod.get(op).expected(
-                    rank, n, in_count, peer=peer if role == "dst" else None, xp=torch, device=self.device)
+                    rank, n, in_count, peer=peer if role == "dst" else None, xp=torch, root=self.ctx.root,
+                    device=self.device)
                 done = torch.cuda.Event()
                 done.record(stream)
                 self._wait(done, op + " data check")

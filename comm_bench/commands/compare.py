@@ -1,8 +1,12 @@
-"""`comm-bench compare A.json B.json ...`: runs side by side, with the change from the first."""
+"""`comm-bench compare A.json B.json ...`: runs side by side, with the change from the first,
+each row marked better / worse, a summary and a verdict; exit 1 when a run is worse."""
 import json
 import os
+import sys
 
 import click
+
+from ..compare import DEFAULT_TOLERANCE
 
 
 @click.command()
@@ -10,16 +14,33 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--html", "html_out", default=None, type=click.Path(dir_okay=False),
               help="Also write an interactive page (Plotly, embedded): curves overlaid and the table.")
-def compare(results, as_json, html_out):
+@click.option("--tolerance", default=DEFAULT_TOLERANCE, type=click.FloatRange(0, 10), show_default=True,
+              help="A row is better or worse than the first run beyond this relative change (busbw; "
+                   "lat rows: median latency); any worse row: exit 1.")
+@click.option("--min-size", default="1M", show_default=True,
+              help="Bandwidth rows below this size are shown, not judged (they measure latency).")
+@click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
+@click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
+def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
     """Per op, mode and size: busbw, median and p99 latency of every run (medians over
-    pairs) and their change from the first run. Runs of other transports or patterns line
-    up by op and size: gRPC vs NCCL vs RDMA, before vs after."""
+    pairs) and their change from the first run, marked better / worse beyond --tolerance.
+    Runs of other transports or patterns line up by op and size: gRPC vs NCCL vs RDMA,
+    before vs after. Exit 0: no run worse than the first; 1: one is; 2: bad input."""
     from ..compare import compare as run, format_text
+    from ..errors import UsageError
+    from ..export import select
     from ..results import load
+    from ..sizes import parse_size
     docs = [(os.path.basename(p), load(p)) for p in results]
-    out = run(docs)
+    if ops or sizes:
+        docs = [(name, dict(doc, results=select(doc["results"], ops, sizes))) for name, doc in docs]
+        if not any(doc["results"] for _, doc in docs):
+            asked = " ".join(f"--{k} {v}" for k, v in (("op", ops), ("size", sizes)) if v)
+            raise UsageError(f"no records match {asked} in {', '.join(n for n, _ in docs)}")
+    out = run(docs, tolerance, parse_size(min_size, "--min-size"))
     click.echo(json.dumps(out, indent=1) if as_json else format_text(out))
     if html_out:
         from ..interactive import write_compare_page
         write_compare_page(docs, out, html_out)
         click.echo(f"# interactive page written to {html_out}", err=True)
+    sys.exit(1 if out["status"] == "fail" else 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 
 import click
@@ -34,6 +35,9 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
     if interactive and not html_out:
         raise UsageError("--interactive shapes the --html report: give --html FILE too")
     records = export.select(doc["results"], ops, sizes, pairs)
+    if not records and (ops or sizes or pairs):
+        asked = " ".join(f"--{k} {v}" for k, v in (("op", ops), ("size", sizes), ("pair", pairs)) if v)
+        raise UsageError(f"no records match {asked} in {os.path.basename(results_file)}")
     if fmt == "json":
         json.dump(records, sys.stdout, indent=1)
         print()
@@ -59,7 +63,7 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
             print(table.header(mode))
             for r in rows:
                 print(table.row(r))
-            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0)))
+            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0, mode)))
     if prom_out:
         export.write_prometheus(doc, records, prom_out)
         print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .. import ops as ops_mod
 from .. import registry
 from ..errors import UsageError
 from ..launch import detect
@@ -59,7 +60,13 @@ def _refuse_foreign_options(ctx, transport, mine):
                    "counted in #wrong and fail the run (exit 1). -c 0: not checked (#wrong N/A). "
                    "nccl-tests' -c N is taken as on (one checked iteration). The timed figures are the "
                    "same either way; the check adds wall time (README: 'The data check').")
-@click.option("-d", "--dtype", default="float32", envvar=_env("dtype"), help="Element type.")
+@click.option("-d", "--dtype", default="float32", envvar=_env("dtype"),
+              help="Element type: float32 float64 float16 bfloat16 int32 int64 int8 uint8; nccl-tests' "
+                   "float, half, double are accepted.")
+@click.option("--redop", default=None, type=click.Choice(ops_mod.REDOPS), envvar=_env("redop"),
+              help="Reduction of all_reduce, reduce, reduce_scatter (nccl-tests' -o).  [default: sum]")
+@click.option("-r", "--root", default=0, type=int, envvar=_env("root"),
+              help="Root rank of broadcast and reduce (nccl-tests' -r).")
 @click.option("--mode", default="bw", type=click.Choice(["bw", "lat"]), envvar=_env("mode"),
               help="bw: streaming bandwidth; lat: ping-pong latency (point-to-point ops).")
 @click.option("--pattern", default=None, envvar=_env("pattern"),
@@ -75,7 +82,8 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")
 @click.option("-o", "--output", default="results.json", envvar=_env("output"),
-              help="Results JSON file. Not nccl-tests' -o (reduction op).")
+              help="Results JSON file. nccl-tests' -o is the reduction op: -o sum|prod|max|min|avg "
+                   "is taken as --redop (a file of that name: -o ./sum).")
 @click.option("--force", is_flag=True, envvar=_env("force"),
               help="Replace -o even if it is not a comm-bench results document.")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
@@ -98,8 +106,8 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
                    "known-good pairs (docs/validate-rules.md); 0: off.")
 @_transport_options
-def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, mode,
-          pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
+def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, redop, root,
+          mode, pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
           records, progress, confirm, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
@@ -107,6 +115,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     results JSON (-o) as it finishes.
     """
     cls = registry.get(transport)
+    output, redop = output_or_redop(output, redop)
     if not str(check).strip().isdigit():
         raise UsageError(f"-c/--check takes 0 (off) or 1 (on) (got '{check}')")
     if records == "jsonl" and resume:
@@ -120,12 +129,26 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     _refuse_foreign_options(click.get_current_context(), transport, mine)
     cfg = SweepConfig(transport=transport, ops=[o.strip() for o in ops if o.strip()],
                       sizes=size_range(minbytes, maxbytes, stepfactor), iters=iters, warmup=warmup,
-                      check=int(check) > 0, dtype=dtype, mode=mode, pattern=pattern, timeout=timeout,
+                      check=int(check) > 0, dtype=ops_mod.canonical_dtype(dtype), redop=redop, root=root,
+                      mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
                       resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
                       matchings=matchings, seed=seed, groups=groups, records=records,
                       options={k: v for k, v in transport_options.items() if k in mine})
     sys.exit(launch(cfg, nprocs))
+
+
+def output_or_redop(output, redop):
+    """nccl-tests' `-o sum` names the reduction: (results file, redop). A path (`-o ./sum`,
+    `-o sum.json`) stays the results file."""
+    if output not in ops_mod.REDOPS:
+        return output, redop or "sum"
+    if redop not in (None, output):
+        raise UsageError(f"-o {output} (nccl-tests' reduction op) and --redop {redop} disagree: give one")
+    if detect().rank == 0 and os.environ.get("COMM_BENCH_LAUNCHER") != "spawn":   # said once
+        print(f"comm-bench: -o {output} is nccl-tests' reduction op: running --redop {output}, results in "
+              f"results.json (a file named {output}: -o ./{output})", file=sys.stderr)
+    return "results.json", output
 
 
 def launch(cfg, nprocs, rank0_done=None):

@@ -83,3 +83,34 @@ def run_phase(run, op, first_round=0):
     size, asked = run._plan(op)[-1]
     for idx, (src, dst, tag, iters) in enumerate(rounds):
         run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag}, iters=iters)
+    if run.rank == 0:
+        recs = [r for r in map(json.loads, run.writer.records) if r.get("op") == op
+                and isinstance(r.get("confirm"), dict)]
+        run.progress.line(verdict_line(sus, good, recs, rules))
+
+
+def verdict_line(suspects, good, recs, rules):
+    """The confirm phase's outcome in one line: each suspect slow / unstable (confirmed,
+    with its ratio to the references and the confidence) or not reproduced."""
+    from ..records import measured_gbs
+    from .verdicts import judge
+
+    if not suspects:
+        return "# confirm verdict: no suspects: every rank and pair ran like its peers in the first pass"
+    if len(good) < 2:
+        return "# confirm verdict: not re-measured: fewer than two known-good ranks to compare the suspects with"
+    parts = []
+    for v in judge(recs, rules, measured_gbs):
+        t = v["target"]
+        name = f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
+        found = [w for w in ("slow", "unstable") if v.get(w)]
+        if "ratio" not in v:
+            parts.append(f"{name} not judged (no complete alternation)")
+        elif found:
+            conf = max(v.get(f"{w}_confidence") or 0 for w in found)
+            parts.append(f"{name} {' and '.join(found).upper()} ({v['ratio']:.2f}x its references' GB/s, "
+                         f"confidence {conf:.3g}, {v['alternations']} alternations)")
+        else:
+            parts.append(f"{name} not reproduced ({v['ratio']:.2f}x its references' GB/s over "
+                         f"{v['alternations']} alternations): not a finding")
+    return "# confirm verdict: " + "; ".join(parts)

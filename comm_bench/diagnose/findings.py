@@ -19,7 +19,7 @@ from .suspects import PairTable, find, first_pass  # noqa: F401 - validate impor
 from .verdicts import judge
 
 RANK_KINDS = ("bad-host", "bad-device", "bad-rank")
-CERTAIN = ("wrong-data", "run-failed", "link-degraded")
+CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
 def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
