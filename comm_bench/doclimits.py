@@ -21,7 +21,7 @@ def too_deep(what: str, path: str) -> UsageError:
 def json_int(what: str, path: str):
     """A json.loads parse_int that refuses whole numbers too large for a float or 64 bits."""
     def parse(text: str) -> int:
-        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        if len(text) > MAX_INT_DIGITS and len(text.lstrip("-")) > MAX_INT_DIGITS:
             raise _too_large(what, path, text)
         return int(text)
     return parse

@@ -153,10 +153,7 @@ OPS = {op.name: op for op in (
     Op("gather", _share, scales_with_n=True, rooted=True),
     Op("scatter", _share, scales_with_n=True, rooted=True),
 )}
-# Rooted data movement that only NCCL offers as ops of its own (ncclGather/ncclScatter, or
-# nccl-tests' grouped send/recv): the nccl transport runs them, the framework transports do not.
-NCCL_ONLY = ("gather", "scatter")
-COLLECTIVES = tuple(name for name in OPS if name not in NCCL_ONLY)  # every collective transport runs these
+COLLECTIVES = tuple(OPS)  # every collective transport runs these
 
 # Each rank works on its own device, all ranks at once (the collective pattern):
 # copies between host and GPU, or within one GPU. S = bytes copied, factor 1.

@@ -8,8 +8,10 @@ the published schema (data/results.schema.json) before using it.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
+import gc
 import json
 import math
 import os
@@ -36,6 +38,7 @@ OUTPUT_CLAIMED_ENV = "COMM_BENCH_OUTPUT_CLAIMED"  # set by the spawner, which ho
 MAX_GBS = 1e6   # 1 PB/s: beyond any link or memory; a larger figure is a corrupted document
 # what one record measured: no two records of a document share all of these (and the buffer)
 RECORD_IDENTITY = ("transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "root", "round")
+LARGE_READ = 10_000      # records: a document this large is read once and kept out of the collector's scans
 BIG_DOCUMENT = 8 << 20   # past this size the file is replaced at most once a second
 # what render() writes: the header opens with these two fields, the results list closes it
 _OURS = re.compile(rb'^\{\s*"schema_version"\s*:\s*\d+\s*,\s*"tool"\s*:\s*"comm-bench"')
@@ -213,19 +216,40 @@ def load(path: str) -> dict:
     """Read and check a results file; one clear UsageError if it is missing, unreadable,
     too large, not ours or not valid against the schema (naming the record)."""
     data = read_bounded(path, "results file")
-    try:
-        # NaN/Infinity become strings, which the schema then refuses where a number belongs
-        doc = loads_json(data.decode("utf-8"), "results file", path, walk=False,
-                         parse_constant=_not_a_number, parse_float=_float,
-                         object_pairs_hook=_no_repeated_keys(path))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
-    if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
-        from .results_stream import records       # a large run's records, streamed beside it
-        doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
-    check_document(doc, path)
+    with _collector_paused() as held:
+        try:
+            # NaN/Infinity become strings, which the schema then refuses where a number belongs
+            doc = loads_json(data.decode("utf-8"), "results file", path, walk=False,
+                             parse_constant=_not_a_number, parse_float=_float,
+                             object_pairs_hook=_no_repeated_keys(path))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+        if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
+            from .results_stream import records       # a large run's records, streamed beside it
+            doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
+        check_document(doc, path)
+        held.append(doc)
     return doc
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """A large document is millions of small objects without cycles: the cyclic garbage
+    collector would scan them again and again while they are built and each time the
+    reader allocates afterwards (a third of validate's time at 1,024 ranks). Paused while
+    reading; a large document read is then moved out of its view (gc.freeze) for the rest
+    of the process (the readers are one-shot commands; freed objects still go by reference
+    count)."""
+    was, held = gc.isenabled(), []
+    gc.disable()
+    try:
+        yield held
+        if held and len(held[0].get("results") or ()) >= LARGE_READ:
+            gc.freeze()
+    finally:
+        if was:
+            gc.enable()
 
 
 @functools.lru_cache(maxsize=1)
@@ -245,6 +269,26 @@ def check_document(doc, path: str = "results") -> None:
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise UsageError(f"'{path}' has schema_version {doc['schema_version']!r}; this comm-bench "
                          f"reads up to {SCHEMA_VERSION}: upgrade comm-bench")
+    fast = _fast_schema_check()
+    if fast is None or not fast.is_valid(doc):
+        _explain_schema_error(doc, path, fast)
+    _check_values(doc, path)
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_schema_check():
+    """jsonschema-rs (compiled): 16x fastjsonschema on 137,000 records, so a valid document,
+    the usual case, is accepted in 0.2 s; None where it is not installed."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        return jsonschema_rs.validator_for(json.load(f))
+
+
+def _explain_schema_error(doc, path, fast) -> None:
+    """The first schema error as one UsageError naming the record (fastjsonschema's report)."""
     from fastjsonschema import JsonSchemaException
 
     try:
@@ -253,7 +297,12 @@ def check_document(doc, path: str = "results") -> None:
         rule = exc.message[len(exc.name):].strip() if exc.message.startswith(exc.name) else exc.message
         raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(exc.name)}"
                          f"{rule} (got {_short(exc.value)}; see docs/reliability.md)") from None
-    _check_values(doc, path)
+    if fast is not None:       # the two libraries read a corner of JSON Schema differently: refuse
+        err = next(iter(fast.iter_errors(doc)))
+        where = "results" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.instance_path[1:]) \
+            if list(err.instance_path[:1]) == ["results"] else ".".join(map(str, err.instance_path)) or "data"
+        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where('data.' + where)}"
+                         f"{err.message} (see docs/reliability.md)")
 
 
 def _where(name: str) -> str:
@@ -286,28 +335,38 @@ def _check_values(doc, path):
     if listed and n is not None and len(listed) != n:
         raise bad(f"world_size is {n} but 'ranks' lists {len(listed)} rank(s)")
     seen = {}
+    known = set(DTYPES)
     for i, rec in enumerate(doc["results"]):
-        where = f"record {i} (results[{i}]"
-        for key in ("src", "dst", "root"):
-            v = rec.get(key)
-            if n is not None and v is not None and v >= n:
-                raise bad(f"{where}.{key}) names rank {v}, but the run had {n} rank(s)")
-        if rec.get("src") is not None and rec.get("src") == rec.get("dst"):
-            raise bad(f"{where}) is a pair from rank {rec['src']} to itself (src == dst)")
-        if rec.get("dtype") is not None and rec["dtype"] not in DTYPES:
-            raise bad(f"{where}.dtype) is {_short(rec['dtype'])}, not one of {', '.join(DTYPES)}")
+        get = rec.get
+        src, dst, root = get("src"), get("dst"), get("root")
+        if n is not None and ((src is not None and src >= n) or (dst is not None and dst >= n)
+                              or (root is not None and root >= n)):
+            key, v = next((k, v) for k, v in (("src", src), ("dst", dst), ("root", root))
+                          if v is not None and v >= n)
+            raise bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {n} rank(s)")
+        if src is not None and src == dst:
+            raise bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
+        dtype = get("dtype")
+        if dtype is not None and dtype not in known:
+            raise bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(DTYPES)}")
         for key in ("time_us", "algbw", "busbw", "bw_peak"):
-            v = rec.get(key)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise bad(f"{where}.{key}) is {v}, not a finite number")
-            if key != "time_us" and isinstance(v, (int, float)) and v > MAX_GBS:
-                raise bad(f"{where}.{key}) is {v:g} GB/s, more than any link or memory carries "
-                          f"({MAX_GBS:g} GB/s)")
-        ident = tuple(_hashable(rec.get(k)) for k in RECORD_IDENTITY) + (buffer_label(rec),)
-        if ident in seen:
-            raise bad(f"{where}) measures what record {seen[ident]} measured (same "
+            v = get(key)
+            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if not math.isfinite(v):
+                raise bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
+            if v > MAX_GBS and key != "time_us":
+                raise bad(f"record {i} (results[{i}].{key}) is {v:g} GB/s, more than any link or memory "
+                          f"carries ({MAX_GBS:g} GB/s)")
+        ident = (*map(get, RECORD_IDENTITY), buffer_label(rec))
+        try:
+            first = seen.setdefault(ident, i)
+        except TypeError:       # a list or object where a scalar belongs: compare its text
+            ident = tuple(_hashable(v) for v in ident)
+            first = seen.setdefault(ident, i)
+        if first != i:
+            raise bad(f"record {i} (results[{i}]) measures what record {first} measured (same "
                       f"{', '.join(RECORD_IDENTITY)}): a record given twice")
-        seen[ident] = i
 
 
 def _hashable(v):

@@ -136,13 +136,19 @@ def check(doc, rules=None):
     min_share = rules["blame"]["min_share"]
     rate_sizes = rate_checked_sizes(groups, rules, transport)
     exp_sizes, below_sizes = {}, {}   # pair -> sizes held against / below the expected minimum
+    exp_of = {}                       # (class, theoretical) -> expected minimum: one lookup per link kind
     for key, pairs in groups.items():
         op, size, cls = key
         below = []
         for p in pairs:
             pair_sizes.setdefault(p, set()).add(size)
             pair_class[p] = cls
-            exp = expected_min(rules, transport, cls, theo_of[(key,) + p]) if size in rate_sizes[cls] else None
+            exp = None
+            if size in rate_sizes[cls]:
+                theo = theo_of[(key,) + p]
+                if (cls, theo) not in exp_of:
+                    exp_of[(cls, theo)] = expected_min(rules, transport, cls, theo)
+                exp = exp_of[(cls, theo)]
             if exp is not None:
                 exp_sizes.setdefault(p, set()).add(size)
             if exp is not None and obs[(key, p)] < exp:

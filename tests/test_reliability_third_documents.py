@@ -29,10 +29,10 @@ def readers(doc, rules=None):
     """Every command that reads a results document (or, given `rules`, a rules file)."""
     if rules is not None:
         return {"validate --rules": ["validate", doc, "--rules", rules],
-                "select --rules": ["select", doc, "--params", "1.5B", "--rules", rules]}
+                "select --rules": ["select", doc, "--gpu", "H100", "--params", "1.5B", "--rules", rules]}
     return {"validate": ["validate", doc], "report": ["report", doc], "report --html": ["report", doc, "--html", "x.html"],
             "heatmap": ["heatmap", doc, "-o", "x.png"], "compare": ["compare", doc, doc],
-            "select": ["select", doc, "--params", "1.5B"], "plot": ["plot", doc, "-o", "x.png"]}
+            "select": ["select", doc, "--gpu", "H100", "--params", "1.5B"], "plot": ["plot", doc, "-o", "x.png"]}
 
 
 def refused(proc, *words):
@@ -120,7 +120,7 @@ def test_a_400_digit_integer_in_rules_is_refused(tmp_path, good, reader):
 @pytest.mark.parametrize("value", ["1e400", "-1e400", "nan", "inf"])
 def test_select_params_too_large_for_a_float(tmp_path, good, value):
     (tmp_path / "r.json").write_text(good)
-    refused(run_cli("select", "r.json", "--params", value, cwd=tmp_path, timeout=120), "--params")
+    refused(run_cli("select", "r.json", "--gpu", "H100", "--params", value, cwd=tmp_path, timeout=120), "--params")
 
 
 # ----------------------------------------------------------------------------- FIFOs as input
@@ -129,7 +129,7 @@ def test_a_fifo_as_input_is_refused_not_waited_on(tmp_path, good, what):
     (tmp_path / "r.json").write_text(good)
     os.mkfifo(tmp_path / "pipe")
     args = {"results": ["validate", "pipe"], "rules": ["validate", "r.json", "--rules", "pipe"],
-            "select rules": ["select", "r.json", "--params", "1.5B", "--rules", "pipe"]}[what]
+            "select rules": ["select", "r.json", "--gpu", "H100", "--params", "1.5B", "--rules", "pipe"]}[what]
     t = time.monotonic()
     try:
         proc = run_cli(*args, cwd=tmp_path, timeout=60)
@@ -206,5 +206,5 @@ def test_a_select_rule_expression_nested_50k_deep_is_refused(tmp_path, good):
     (tmp_path / "r.json").write_text(good)
     (tmp_path / "rules.yaml").write_text('version: 1\nrules:\n  - if: "' + "not " * 50_000 + 'true"\n'
                                          "    then: {recommend: best}\n")
-    refused(run_cli("select", "r.json", "--params", "1.5B", "--rules", "rules.yaml", cwd=tmp_path, timeout=120),
+    refused(run_cli("select", "r.json", "--gpu", "H100", "--params", "1.5B", "--rules", "rules.yaml", cwd=tmp_path, timeout=120),
             "nested too deeply")

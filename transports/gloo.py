@@ -142,6 +142,9 @@ class GlooTransport(Transport):
         # newer torch renamed these; use whichever this torch has
         all_gather = getattr(d, "all_gather_single", None) or d.all_gather_into_tensor
         reduce_scatter = getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor
+        # the root's buffer as n views: what it receives from / sends to each rank
+        pieces = lambda t: list(t.chunk(n)) if rank == root else None  # noqa: E731
+        gathered, scattered = pieces(out), pieces(inp)
         steps = {
             "all_reduce": lambda: d.all_reduce(inp, op=red),
             "all_gather": lambda: all_gather(out, inp),
@@ -149,6 +152,8 @@ class GlooTransport(Transport):
             "alltoall": lambda: d.all_to_all_single(out, inp),
             "broadcast": lambda: d.broadcast(inp, root),
             "reduce": lambda: d.reduce(inp, root, op=red),
+            "gather": lambda: d.gather(inp, gathered, dst=root),
+            "scatter": lambda: d.scatter(out, scattered, src=root),
             "sendrecv": lambda: [w.wait() for w in (d.isend(inp, nxt), d.irecv(out, prev))],
         }
         return steps[op]

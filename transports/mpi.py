@@ -151,6 +151,8 @@ class MpiTransport(Transport):
             "broadcast": lambda: (out.__setitem__(slice(None), inp) if rank == root else None,
                                   sync and sync(), c.Bcast(out, root=root)),
             "reduce": lambda: c.Reduce(inp, out if rank == root else None, op=red, root=root),
+            "gather": lambda: c.Gather(inp, out if rank == root else None, root=root),
+            "scatter": lambda: c.Scatter(inp if rank == root else None, out, root=root),
             "sendrecv": lambda: c.Sendrecv(inp, nxt, 0, out, prev, 0),
         }
         return steps[op]

@@ -91,7 +91,7 @@ class NcclTransport(Transport):
     name = "nccl"
     description = "NCCL called from C++ (libnccl loaded at run time), one rank per GPU"
     link_kind = "gpu"
-    ops = ops_mod.COLLECTIVES + ops_mod.NCCL_ONLY  # every op of comm_bench.ops
+    ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)

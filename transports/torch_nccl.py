@@ -85,6 +85,8 @@ class TorchNcclTransport(Transport):
         inp = torch.empty(in_count, dtype=tdt, device=self.device)
         out = torch.empty(out_count, dtype=tdt, device=self.device)
         nxt, prev = (rank + 1) % n, (rank - 1) % n
+        root = self.ctx.root
+        gathered, scattered = ((list(out.chunk(n)), list(inp.chunk(n))) if rank == root else (None, None))
         if peer is not None:  # pair patterns run sendrecv only (pair_ops)
             step = (lambda: d.send(inp, peer)) if role == "src" else (lambda: d.recv(out, peer))
         else:
@@ -95,6 +97,8 @@ class TorchNcclTransport(Transport):
                 "alltoall": lambda: d.all_to_all_single(out, inp),
                 "broadcast": lambda: d.broadcast(inp, self.ctx.root),
                 "reduce": lambda: d.reduce(inp, self.ctx.root),
+                "gather": lambda: d.gather(inp, gathered, dst=root),
+                "scatter": lambda: d.scatter(out, scattered, src=root),
                 "sendrecv": lambda: [w.wait() for w in d.batch_isend_irecv(
                     [d.P2POp(d.isend, inp, nxt), d.P2POp(d.irecv, out, prev)])],
             }
