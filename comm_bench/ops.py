@@ -14,9 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
-
 from .errors import UsageError
+
+
+def _numpy():
+    """numpy, imported on first use: the launcher and the readers never need it, and it is a
+    tenth of a second of a command's start (docs/benchmarks/startup.md)."""
+    import numpy
+    return numpy
 
 DTYPES = {  # name -> (numpy dtype or None, bytes per element)
     "float32": ("float32", 4), "float64": ("float64", 8), "float16": ("float16", 2),
@@ -40,6 +45,7 @@ def reduce_values(redop: str, arrays):
     """The element-wise reduction of int64 arrays, as `redop` combines ranks' data (avg:
     the sum over the count, a float)."""
     import functools
+    np = _numpy()
     fn = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}[redop]
     out = functools.reduce(fn, arrays)
     return out / len(arrays) if redop == "avg" else out
@@ -90,14 +96,16 @@ class Op:
 
     # Both take the array library as `xp` (numpy, or torch with device=... so a GPU
     # transport builds the same values on its GPU): one definition for every transport.
-    def fill(self, rank: int, n: int, in_count: int, xp=np, **where):
+    def fill(self, rank: int, n: int, in_count: int, xp=None, **where):
         """One rank's input, as int64 (cast by the transport to its dtype)."""
+        xp = xp or _numpy()
         return self.value(rank, xp.arange(in_count, dtype=xp.int64, **where))
 
-    def expected(self, rank: int, n: int, in_count: int, peer=None, xp=np, redop="sum", root=ROOT, **where):
+    def expected(self, rank: int, n: int, in_count: int, peer=None, xp=None, redop="sum", root=ROOT, **where):
         """What this rank's output must hold (int64), or None where the op leaves none;
         `peer`: a pair pattern's sender (sendrecv), instead of the ring's previous rank;
         redop / root: --redop and --root (numpy only for a redop other than sum)."""
+        xp = xp or _numpy()
         def arange(a, b=None):
             return xp.arange(a, b, dtype=xp.int64, **where) if b is not None else \
                 xp.arange(a, dtype=xp.int64, **where)
@@ -165,16 +173,16 @@ def get(name: str) -> Op:
     return OPS.get(name) or LOCAL_OPS.get(name) or Op(name, _one, collective=False)
 
 
-def to_numpy(values: np.ndarray, dtype: str) -> np.ndarray:
+def to_numpy(values: "numpy.ndarray", dtype: str) -> "numpy.ndarray":
     np_dtype = DTYPES[dtype][0]
     if np_dtype is None:
         raise UsageError(f"--dtype {dtype} is not available for this transport")
     return values.astype(np_dtype)
 
 
-def count_wrong(got: np.ndarray, want) -> int:
+def count_wrong(got: "numpy.ndarray", want) -> int:
     """Elements of `got` that differ from the int64 expectation (cast like the data was)."""
     if want is None:
         return 0
     want = want.astype(got.dtype)
-    return int(np.count_nonzero(got.reshape(-1)[: want.size] != want))
+    return int(_numpy().count_nonzero(got.reshape(-1)[: want.size] != want))

@@ -1,4 +1,5 @@
-"""The run's rendezvous store: torch.distributed's TCPStore, hosted by rank 0.
+"""The run's rendezvous store, hosted by rank 0: torch.distributed's TCPStore where torch
+gets it (gloo, torch-nccl, torchrun's agent store), else light_store.LightStore.
 
 Transports exchange connection data through it (addresses, QP numbers, NCCL
 ids), and the sweep uses it for barriers, heartbeats, aborts and to gather
@@ -23,6 +24,7 @@ import time
 from datetime import timedelta
 
 from .errors import RunFailed
+from .light_store import LightStore
 
 
 class Store:
@@ -33,21 +35,18 @@ class Store:
     """
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, timeout: float,
-                 is_master: bool | None = None, *, secret: bytes, all_local: bool = True):
-        # torch's C++ logs (with stack frames) would bury our one-line errors,
-        # which already say what failed; --debug keeps them
-        if not os.environ.get("COMM_BENCH_DEBUG"):
-            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-        from torch.distributed import TCPStore  # torch is imported only when ranks meet
-
+                 is_master: bool | None = None, *, secret: bytes, all_local: bool = True,
+                 torch_store: bool = True):
+        """torch_store: torch's TCPStore (needed where torch.distributed gets the store, and
+        to reach torchrun's agent store); False: light_store.LightStore, without torch."""
         self.host, self.port = host, port
         self.rank, self.world_size, self.timeout = rank, world_size, timeout
-        self._secret = secret
+        self._secret, self._torch = secret, torch_store
         master = (rank == 0) if is_master is None else is_master
         try:
-            listen = {"master_listen_fd": _listener(host, port, all_local)} if master else {}
-            self._s = TCPStore(host, port, world_size if master else None, master,
-                               timedelta(seconds=timeout), wait_for_workers=False, **listen)
+            fd = _listener(host, port, all_local) if master else None
+            self._s = _torch_store(host, port, world_size, master, timeout, fd) if torch_store else \
+                LightStore(host, port, master, timeout, fd)
         except Exception as exc:  # noqa: BLE001 - torch raises several types here
             where = "host the rendezvous store on" if master else "reach the rendezvous store at"
             raise RunFailed(f"rank {rank} could not {where} {host}:{port}: {_one_line(exc)}") from None
@@ -56,14 +55,14 @@ class Store:
 
     @property
     def raw(self):
-        """The underlying torch TCPStore (for torch.distributed process groups; what they
-        exchange through it is not sealed)."""
+        """The underlying store (torch's TCPStore for torch.distributed process groups; what
+        they exchange through it is not sealed)."""
         return self._s
 
     def client(self, timeout: float) -> "Store":
         """A second connection (for another thread) with its own timeout."""
         return Store(self.host, self.port, self.rank, self.world_size, timeout, is_master=False,
-                     secret=self._secret)
+                     secret=self._secret, torch_store=self._torch)
 
     # -- sealed values -----------------------------------------------------------
     def _mac(self, key: str, payload: bytes) -> bytes:
@@ -203,6 +202,18 @@ class Store:
             return False
 
 
+def _torch_store(host, port, world_size, master, timeout, listen_fd):
+    # torch's C++ logs (with stack frames) would bury our one-line errors,
+    # which already say what failed; --debug keeps them
+    if not os.environ.get("COMM_BENCH_DEBUG"):
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    from torch.distributed import TCPStore  # torch is imported only when ranks meet
+
+    listen = {"master_listen_fd": listen_fd} if master else {}
+    return TCPStore(host, port, world_size if master else None, master, timedelta(seconds=timeout),
+                    wait_for_workers=False, **listen)
+
+
 def _listener(host: str, port: int, all_local: bool) -> int:
     """A socket listening on the address the ranks reach the store on (torch binds
     every interface otherwise). When ranks on other hosts use another name for a
@@ -218,7 +229,7 @@ def _listener(host: str, port: int, all_local: bool) -> int:
     except BaseException:
         sock.close()
         raise
-    return sock.detach()  # torch's server owns it from here
+    return sock.detach()  # the store's server owns it from here
 
 
 _PART_BYTES = 4 << 20

@@ -182,7 +182,7 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
         master, port = attempt_store_address(master, port, info.rank, info.world_size, cfg.timeout,
                                              secret)
     store = Store(master, port, info.rank, info.world_size, cfg.timeout, secret=secret,
-                  all_local=all_local)
+                  all_local=all_local, torch_store=cls.torch_store)
     if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
         raise UsageError(f"another process already runs as rank {info.rank} of this run "
                          f"(at {master}:{port}): each rank needs its own RANK")

@@ -13,6 +13,7 @@ from torch.distributed import TCPStore  # imported here: the other user's child 
 
 from comm_bench.errors import RunFailed
 from comm_bench.netutil import free_port
+from comm_bench.light_store import LightStore
 from comm_bench.rendezvous import Store
 
 from cbtest import COMM_BENCH, assert_no_traceback, load_results, rank_pids, run_cli
@@ -80,8 +81,9 @@ def test_store_listens_on_loopback_only(tmp_path):
 
 
 def _forge_abort(port):
-    """As the other user: what anyone who can reach the store can do without the secret."""
-    s = TCPStore("127.0.0.1", port, None, False, timedelta(seconds=10), wait_for_workers=False)
+    """As the other user: what anyone who can reach the store can do without the secret
+    (a tcp run's store is the standard-library one: light_store)."""
+    s = LightStore("127.0.0.1", port, False, 10.0)
     forged = json.dumps({"rank": 1, "host": "evil", "reason": "forged by another user"})
     s.set("cb/abort", forged)
     s.set("cb/done/1", b"1")
@@ -118,10 +120,16 @@ def test_another_user_cannot_abort_a_run_or_forge_its_failure(tmp_path, other_us
     assert secret not in text  # the secret is never recorded
 
 
-def test_forged_values_count_as_absent_and_name_the_intruder():
+def _intruder(torch_store, port):
+    return TCPStore("127.0.0.1", port, None, False, timedelta(seconds=5), wait_for_workers=False) \
+        if torch_store else LightStore("127.0.0.1", port, False, 5.0)
+
+
+@pytest.mark.parametrize("torch_store", [True, False], ids=["TCPStore", "light_store"])
+def test_forged_values_count_as_absent_and_name_the_intruder(torch_store):
     port = free_port()
-    store = Store("127.0.0.1", port, 0, 1, 2.0, secret=b"0123456789abcdef0123")
-    intruder = TCPStore("127.0.0.1", port, None, False, timedelta(seconds=5), wait_for_workers=False)
+    store = Store("127.0.0.1", port, 0, 1, 2.0, secret=b"0123456789abcdef0123", torch_store=torch_store)
+    intruder = _intruder(torch_store, port)
     store.set("k", {"a": 1})
     assert store.check(["k"]) and store.get_json("k") == {"a": 1}
     intruder.set("k", json.dumps({"a": 2}))
@@ -133,7 +141,8 @@ def test_forged_values_count_as_absent_and_name_the_intruder():
     intruder.set("hb", b"99")
     assert store.beats("hb") is None
     # another run's key (or a wrong secret) does not open this run's values either
-    other = Store("127.0.0.1", port, 1, 1, 1.0, is_master=False, secret=b"another-secret-0123456")
+    other = Store("127.0.0.1", port, 1, 1, 1.0, is_master=False, secret=b"another-secret-0123456",
+                  torch_store=torch_store)
     store.set("k2", b"x")
     assert not other.check(["k2"])
 

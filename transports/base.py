@@ -173,6 +173,9 @@ class Transport:
     pair_ops: ClassVar[Optional[tuple]] = None
     collective_ops: ClassVar[Optional[tuple]] = None
     buffers: ClassVar[str] = "host"         # where a rank's send/receive buffers live: host|gpu|both
+    # whether torch.distributed is handed the rendezvous store (ctx.store.raw): then it must be
+    # torch's TCPStore; else the standard-library store, and a rank never imports torch to meet
+    torch_store: ClassVar[bool] = False
 
     @classmethod
     def probe(cls) -> tuple:

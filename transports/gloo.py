@@ -26,6 +26,7 @@ class GlooTransport(Transport):
     description = "torch.distributed with the Gloo backend (CPU tensors)"
     link_kind = "cpu"
     ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
+    torch_store = True   # torch.distributed is handed the rendezvous store
     redops = ("sum", "prod", "max", "min")   # torch's Gloo has no AVG
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks

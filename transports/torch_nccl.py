@@ -25,6 +25,7 @@ class TorchNcclTransport(Transport):
     description = "torch.distributed with the NCCL backend (GPU tensors), one rank per GPU"
     link_kind = "gpu"
     ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
+    torch_store = True   # torch.distributed is handed the rendezvous store
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")
     pair_ops = ("sendrecv",)  # pair patterns time a sendrecv between the two ranks
     modes = ("bw",)
