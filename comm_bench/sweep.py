@@ -332,18 +332,20 @@ class _RankRun:
 
     def _schedule(self) -> list:
         """This run's rounds, the same on every rank (the topology pattern's groups file is
-        read by rank 0 and broadcast). Sets self.fabric (the groups, for the document)."""
+        read by rank 0 and broadcast). Sets self.fabric (the groups, for the document, with
+        any pair pattern: validate names a bad switch uplink from it)."""
         cfg, self.fabric = self.cfg, None
         if cfg.pattern == "collective":
             return []
         groups = None
-        if cfg.pattern == "topology":
+        if cfg.groups:      # the topology pattern pairs by it; every pattern records it
             from .groups import fabric_description, parse_groups, rank_groups
             mapping = parse_groups(cfg.groups) if self.rank == 0 else None
             mapping = {h: list(g) for h, g in (self.store.broadcast(0, "cb/groups", mapping) or {}).items()}
             groups = rank_groups([t["host"] for t in self.table], mapping)
             self.fabric = fabric_description(mapping)
-        return schedule(cfg.pattern, self.n, k=cfg.matchings, seed=cfg.seed, groups=groups)
+        return schedule(cfg.pattern, self.n, k=cfg.matchings, seed=cfg.seed,
+                        groups=groups if cfg.pattern == "topology" else None)
 
     def _share_done(self) -> set:
         """Rank 0's list of what the earlier attempt measured, on every rank."""

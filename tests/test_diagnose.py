@@ -290,3 +290,31 @@ def test_instability_needs_most_alternations(name, kinds):
 
     doc = load(os.path.join(os.path.dirname(__file__), "data", "diagnose", f"{name}.json"))
     assert sorted(f["kind"] for f in check(doc, load_rules())["findings"]) == kinds
+
+
+def _leaf_doc(slow):
+    """12 one-rank nodes on 3 leaves of 4 (fabric.switch_of, routes unknown: a real run's
+    --groups), every pair measured; slow(s, d) -> factor."""
+    doc = make_doc(nodes=12, gpn=1, topo=False, sizes=(1 << 20,),
+                   value=lambda s, d, size, rnd: 45.0 * rnd.uniform(0.97, 1.03) * slow(s, d))
+    doc["fabric"] = {"switch_of": {f"node{i:03d}": f"leaf{i // 4}" for i in range(12)}}
+    return doc
+
+
+def test_a_leaf_uplink_is_named_where_routes_are_unknown():
+    """Pairs leaving leaf0 at 30%, inside it normal: one bad-switch-port (its uplinks as one
+    port), its four hosts not blamed; with the leaves unknown, its hosts are what is named."""
+    doc = _leaf_doc(lambda s, d: 0.3 if (s // 4 == 0) != (d // 4 == 0) else 1.0)
+    rep = check(copy.deepcopy(doc))
+    assert [(f["kind"], f["switch"], f["port"]) for f in rep["findings"]] == [("bad-switch-port", "leaf0", "uplinks")]
+    assert 0.25 < rep["findings"][0]["measured_gbs"] / rep["findings"][0]["peer_median_gbs"] < 0.35
+    del doc["fabric"]
+    named = {r for f in check(doc)["findings"] for r in f.get("ranks") or []}
+    assert named == {0, 1, 2, 3}
+
+
+def test_two_slow_hosts_on_a_leaf_are_not_its_uplink():
+    """Hosts 0 and 1 at 30% (their pairs inside the leaf too): the hosts are named, not leaf0."""
+    rep = check(_leaf_doc(lambda s, d: 0.3 if {s, d} & {0, 1} else 1.0))
+    assert {f["kind"] for f in rep["findings"]} == {"bad-host"}, rep["findings"]
+    assert {r for f in rep["findings"] for r in f["ranks"]} == {0, 1}

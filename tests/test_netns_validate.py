@@ -27,9 +27,10 @@ SHAPE = "500mbit"       # ~0.06 GB/s; unshaped veth pairs run at 1-3 GB/s here
 SWEEP_ARGS = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "-b", "1M", "-e", "4M", "-n", "10", "-w", "2")
 
 
-def sweep(fab, out, timeout=240, args=SWEEP_ARGS, rank0_rc=0):
+def sweep(fab, out, timeout=240, args=SWEEP_ARGS, rank0_rc=0, hostnames=False):
     """torchrun-style launch: one rank per namespace host; rank 0 writes `out` (and exits
-    rank0_rc: check's rank 0 exits 1 on findings)."""
+    rank0_rc: check's rank 0 exits 1 on findings). hostnames: host i is named h<i> (its own
+    UTS namespace), as a --groups file names hosts."""
     port = 29400 + os.getpid() % 500
     procs = []
     try:
@@ -37,7 +38,8 @@ def sweep(fab, out, timeout=240, args=SWEEP_ARGS, rank0_rc=0):
             env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(fab.n_hosts), LOCAL_RANK="0",
                        LOCAL_WORLD_SIZE="1", MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
             env.pop("COMM_BENCH_DEBUG", None)
-            cmd = [*fab.exec_prefix(i), COMM_BENCH, *args, "-o", str(out), "--addr", fab.addr(i),
+            named = ["unshare", "--uts", "sh", "-c", f'hostname h{i} && exec "$0" "$@"'] if hostnames else []
+            cmd = [*fab.exec_prefix(i), *named, COMM_BENCH, *args, "-o", str(out), "--addr", fab.addr(i),
                    "--no-progress", "--timeout", "60"]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True, cwd=str(Path(out).parent)))

@@ -120,11 +120,13 @@ class Fabric:
     "latency": "50ms", "delay": "1ms"}}; the rate applies in both directions of that
     host's link. pair_shape: {(src, dst): rate}: traffic from src to dst only (one
     direction of one pair), under src's own shape. name: fixed base name (CLI); default
-    <prefix>-<pid>-<seq> (unique).
+    <prefix>-<pid>-<seq> (unique). leaves: [leaf of host i], a two-level fabric: each leaf
+    a bridge of its own, joined to the spine bridge br0 by one uplink (a veth pair);
+    uplink_shape: {leaf: rate}, that uplink shaped both ways (a bad switch port).
     """
 
     def __init__(self, n_hosts, prefix="cb", subnet="10.77.0", shape=None, name=None,
-                 mtu=None, keep=False, pair_shape=None):
+                 mtu=None, keep=False, pair_shape=None, leaves=None, uplink_shape=None):
         if not 1 <= int(n_hosts) <= 250:
             raise FabricError(f"n_hosts must be 1..250, got {n_hosts}")
         self.n = int(n_hosts)
@@ -140,6 +142,12 @@ class Fabric:
             if not (0 <= a < self.n and 0 <= b < self.n and a != b):
                 raise FabricError(f"pair_shape: ({a}, {b}) is not a pair of hosts 0..{self.n - 1}")
             rate_bits(r)
+        self.leaves = list(leaves) if leaves is not None else None
+        if self.leaves is not None and len(self.leaves) != self.n:
+            raise FabricError(f"leaves: {len(self.leaves)} entries for {self.n} hosts")
+        self.uplink_shape = {int(k): {"rate": v} for k, v in (uplink_shape or {}).items()}
+        if self.uplink_shape and (self.leaves is None or not set(self.uplink_shape) <= set(self.leaves)):
+            raise FabricError("uplink_shape: every leaf shaped must be one of `leaves`")
         self.mtu = mtu
         self.keep = keep
         self.base = name or f"{prefix}-{os.getpid()}-{next(_seq)}"
@@ -228,6 +236,16 @@ class Fabric:
         _ip("-n", br, "link", "add", "br0", "type", "bridge", "stp_state", "0",
             "forward_delay", "0")
         _ip("-n", br, "link", "set", "br0", "up")
+        for leaf in sorted(set(self.leaves or ())):
+            # leaf bridge l<k>, its uplink u<k> (leaf side) / d<k> (spine side)
+            _ip("-n", br, "link", "add", f"l{leaf}", "type", "bridge", "stp_state", "0", "forward_delay", "0")
+            _ip("-n", br, "link", "add", f"u{leaf}", "type", "veth", "peer", "name", f"d{leaf}")
+            for dev, master in ((f"u{leaf}", f"l{leaf}"), (f"d{leaf}", "br0")):
+                _ip("-n", br, "link", "set", dev, "master", master)
+                _ip("-n", br, "link", "set", dev, "up")
+                if leaf in self.uplink_shape:
+                    self._shape(br, dev, self.uplink_shape[leaf])
+            _ip("-n", br, "link", "set", f"l{leaf}", "up")
         for i, ns in enumerate(self._hosts):
             _ip("netns", "add", ns)
             _ip("-n", ns, "link", "set", "lo", "up")
@@ -237,7 +255,7 @@ class Fabric:
             if self.mtu:
                 _ip("-n", br, "link", "set", port, "mtu", str(self.mtu))
                 _ip("-n", ns, "link", "set", "eth0", "mtu", str(self.mtu))
-            _ip("-n", br, "link", "set", port, "master", "br0")
+            _ip("-n", br, "link", "set", port, "master", f"l{self.leaves[i]}" if self.leaves else "br0")
             _ip("-n", br, "link", "set", port, "up")
             _ip("-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")

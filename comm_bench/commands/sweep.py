@@ -76,8 +76,9 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="matchings/topology patterns: k random perfect matchings (per switch distance).")
 @click.option("--seed", default=0, type=int, envvar=_env("seed"), help="Seed of the random matchings.")
 @click.option("--groups", default=None, type=click.Path(dir_okay=False), envvar=_env("groups"),
-              help="topology pattern: file of 'HOST LEAF [POD]' lines (where each host is cabled); "
-                   "validate and heatmap then place findings and cells on switches.")
+              help="File of 'HOST LEAF [POD]' lines (where each host is cabled): the topology pattern "
+                   "pairs by it; with any pair pattern validate and heatmap place findings and cells "
+                   "on switches (a bad switch uplink is named).")
 @click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")

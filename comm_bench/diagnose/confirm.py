@@ -83,6 +83,9 @@ def run_phase(run, op, first_round=0):
     size, asked = run._plan(op)[-1]
     for idx, (src, dst, tag, iters) in enumerate(rounds):
         run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag}, iters=iters)
+        # one pair a round: the other ranks wait here for each one, not for the whole phase at
+        # the run's end (a phase of slow pairs can outlast --timeout; one of its rounds cannot)
+        run.store.barrier(f"cb/confirm/{op}/round")
     if run.rank == 0:
         recs = [r for r in map(json.loads, run.writer.records) if r.get("op") == op
                 and isinstance(r.get("confirm"), dict)]

@@ -6,7 +6,8 @@ simulator writes it; a real run gets it from a hostfile grouping), and, where th
 are known, "routing" (only the simulator's "ecmp-crc32-pair" here: which uplink port of
 its leaves a pair crosses). A port is named when >= 2 distinct node pairs crossing it are
 bad and they are >= blame.min_share of the pairs measured across it; its bad pairs then
-become one bad-switch-port finding.
+become one bad-switch-port finding. Where the routes are not known (a real run), a
+switch's uplinks count as one port (_uplinks).
 """
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ def _router(doc):
     return lambda a, b: ecmp_port(a, b, uplinks)
 
 
-def localize(doc, lm, findings, measured, min_share, low=()):
+def localize(doc, lm, findings, measured, min_share, low=(), values=None, slow=()):
     """(findings, notes): bad pairs that one switch port explains become one bad-switch-port
     finding, and bad-pair findings that a named end explains are dropped.
     measured: the first-pass (src, dst) pairs; low: those below the rules' pair_ratio x
     their group's median (a pair of a rank flagged and then withdrawn by the confirm phase
-    never became a finding, yet it is evidence against the port it crosses)."""
+    never became a finding, yet it is evidence against the port it crosses); values:
+    (src, dst) -> first-pass GB/s, for the rates a finding quotes; slow: the pairs below
+    the rank outlier ratio x their group's median (as slow as a host that would be named)."""
     named = {r for f in findings if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
     notes = {"explained_by_named_end": [], "ports": []}
     out = []
@@ -48,7 +51,9 @@ def localize(doc, lm, findings, measured, min_share, low=()):
             continue
         out.append(f)
     switch, route = switch_of(doc), _router(doc)
-    if not switch or route is None:
+    if switch and route is None:      # a real run with --groups: routes unknown
+        return _uplinks(lm, switch, out, measured, min_share, set(low) | set(slow), values or {}, notes)
+    if not switch:
         return out, notes
     sw = lambda r: switch.get(lm.host(r))       # noqa: E731
 
@@ -89,3 +94,55 @@ def localize(doc, lm, findings, measured, min_share, low=()):
             confidence=max(confs) if confs else None))
         notes["ports"].append(f"{s}:{p}")
     return [f for f in out if f["kind"] != "bad-pair" or frozenset((f["src"], f["dst"])) not in taken], notes
+
+
+def _uplinks(lm, switch, out, measured, min_share, low, values, notes):
+    """Where the routes are not known, a switch's uplinks count as one port. A switch whose
+    node pairs leaving it read low (at least 2, at least min_share of those measured, and
+    of each of its hosts'), from 2 or more hosts, while its pairs inside it read normal, has
+    a bad uplink:
+    one bad-switch-port finding replaces the hosts and pairs it explains (each of its hosts
+    would otherwise look slow, since most of their peers are elsewhere)."""
+    sw = lambda r: switch.get(lm.host(r))       # noqa: E731
+    bad = set(map(frozenset, low)) | {frozenset((f["src"], f["dst"])) for f in out if f["kind"] == "bad-pair"}
+    pairs = {frozenset(p) for p in measured if p[0] != p[1]}
+    leaving = {s: {p for p in pairs if sum(sw(r) == s for r in p) == 1} for s in set(switch.values())}
+    taken = set()         # slow pairs a named uplink explains: no evidence against the other end's
+    for s in sorted(leaving, key=lambda s: (-len(leaving[s] & bad), s)):
+        inside = {p for p in pairs if all(sw(r) == s for r in p)}
+        slow = (leaving[s] - taken) & bad
+        ends = {r for p in slow for r in p if sw(r) == s}
+        if len(slow) < 2 or len(ends) < 2 or len(slow) < min_share * len(leaving[s] - taken):
+            continue
+        if not inside or len(inside & bad) >= min_share * len(inside):
+            continue        # nothing inside to compare with, or the hosts are slow there too
+        per_host = {}       # an uplink slows every host under it, not two slow hosts' pairs only
+        for p in leaving[s] - taken:
+            r = next(r for r in p if sw(r) == s)
+            per_host.setdefault(r, []).append(p in slow)
+        if any(sum(v) < min_share * len(v) for v in per_host.values()):
+            continue
+        mine = {r for p in pairs for r in p if sw(r) == s}
+        explained = [f for f in out if (f["kind"] in RANK_KINDS and set(f.get("ranks") or []) <= mine)
+                     or (f["kind"] == "bad-pair" and frozenset((f["src"], f["dst"])) in slow)]
+        rate = lambda ps: _median([values[q] for p in ps for q in (tuple(p), tuple(p)[::-1]) if q in values])  # noqa: E731
+        low_gbs, in_gbs = rate(slow), rate(inside)
+        said = f": its pairs leaving it run at {low_gbs:.3g} GB/s median, pairs inside it at {in_gbs:.3g}" \
+            if low_gbs and in_gbs else ""
+        confs = [f.get("confidence") for f in explained if f.get("confidence") is not None]
+        taken |= slow
+        out = [f for f in out if f not in explained]
+        out.append(finding(
+            "bad-switch-port", f"switch {s}'s uplink is bad{said} ({len(slow)} of the {len(leaving[s])} node "
+            f"pairs measured leaving it read low, {len(inside & bad)} of {len(inside)} inside it; the "
+            f"routes are not known, so its uplinks count as one port)",
+            switch=s, port="uplinks", pairs=sorted(sorted(p) for p in slow), measured_gbs=low_gbs,
+            peer_median_gbs=in_gbs, explains=[f["message"] for f in explained],
+            confidence=max(confs) if confs else None))
+        notes["ports"].append(f"{s}:uplinks")
+    return out, notes
+
+
+def _median(vals):
+    vals = sorted(vals)
+    return vals[len(vals) // 2] if vals else None

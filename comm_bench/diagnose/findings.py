@@ -52,10 +52,13 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
         t = v["target"]
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
             out.append(_pairfinding(v, lm, finding))
-    ratio = outlier_rules(rules, (doc.get("transport") or "").lower())["pair_ratio"]
-    low = [p for (k, p), v in table.obs.items() if table.gmed[k] > 0 and v < ratio * table.gmed[k]] if table else []
+    o = outlier_rules(rules, (doc.get("transport") or "").lower())
+    below = lambda ratio: [p for (k, p), v in table.obs.items()   # noqa: E731
+                           if table.gmed[k] > 0 and v < ratio * table.gmed[k]] if table else []
     out, placed = fabric.localize(doc, lm, out, {(r["src"], r["dst"]) for r in recs},
-                                  rules["blame"]["min_share"], low)
+                                  rules["blame"]["min_share"], below(o["pair_ratio"]),
+                                  {p: v for (_, p), v in table.obs.items()} if table else None,
+                                  slow=below(o["ratio"]))
     out += topology.findings(doc, finding)
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
                  "withdrawn": withdrawn, "fabric": placed}

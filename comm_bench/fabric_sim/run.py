@@ -37,6 +37,9 @@ class _Store:
     def broadcast(self, _src, _key, value):
         return value
 
+    def barrier(self, _tag):
+        """Nobody else to wait for."""
+
 
 class _Progress:
     def __init__(self, echo):
