@@ -69,8 +69,10 @@ def nccl1(cuda_mod):
     comm.destroy()
 
 
-TORCH_NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
-NCCL_OPS = TORCH_NCCL_OPS + ["gather", "scatter"]  # ncclGather/ncclScatter (or grouped send/recv)
+# every op of comm_bench.ops, on nccl (ncclGather/ncclScatter or grouped send/recv for the
+# rooted two) and torch-nccl (torch.distributed.gather/scatter) alike
+NCCL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv",
+            "gather", "scatter"]
 
 
 def _counts(op, size, dtype="float32", n=1):
@@ -129,7 +131,7 @@ def test_sweep_nccl_world1(tmp_results):
 @needs_gpu
 def test_sweep_torch_nccl_world1(tmp_results):
     doc = _sweep(tmp_results, "-t", "torch-nccl", "--op", "all", "--nprocs", "1")
-    assert {r["op"] for r in doc["results"]} == set(TORCH_NCCL_OPS)
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
     for r in doc["results"]:  # nccl-tests' host-clock figure, the GPU time beside it
         assert r["extra"]["timing"]["time_us"].startswith("pass 1: host clock")
         assert r["extra"]["gpu_time_us"] > 0 and r["extra"]["average"] == 1
@@ -140,7 +142,7 @@ def test_sweep_torch_nccl_world1(tmp_results):
 def test_sweep_nccl_world_n(tmp_results, transport):
     n = min(N_GPUS, 8)
     doc = _sweep(tmp_results, "-t", transport, "--op", "all", "--nprocs", str(n))
-    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS if transport == "nccl" else TORCH_NCCL_OPS)
+    assert {r["op"] for r in doc["results"]} == set(NCCL_OPS)
 
 
 @needs_2_gpus
