@@ -86,10 +86,7 @@ class ResultsWriter:
 
     def __init__(self, path: str, doc: dict, force: bool = False, records=()):
         self.path = path
-        if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
-            self._target = Target(path)      # the spawner checked it and holds its lock
-        else:
-            self._target = claim_output(path, force)
+        self._target = output_target(path, force)
         self.meta = dict(doc)
         self.records = [json.dumps(r, separators=(",", ":")) for r in records]  # serialised
         self.written = 0                     # records in the file on disk
@@ -130,6 +127,13 @@ def render(meta: dict, records: list) -> bytes:
     head = json.dumps({k: v for k, v in meta.items() if k != "results"}, indent=1)[:-1].rstrip()
     body = "\n  " + ",\n  ".join(records) if records else ""
     return (head + ',\n "results": [' + body + _TAIL).encode()
+
+
+def output_target(path: str, force: bool = False) -> Target:
+    """-o for rank 0's writer: checked and locked here, or already by the spawner."""
+    if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
+        return Target(path)      # the spawner checked it and holds its lock
+    return claim_output(path, force)
 
 
 def claim_output(path: str, force: bool = False) -> Target:

@@ -97,14 +97,10 @@ class StreamingWriter:
     run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
 
     def __init__(self, path: str, doc: dict, force: bool = False, records=()):
-        from .results import OUTPUT_CLAIMED_ENV, claim_output
-        from .safefile import Target
+        from .results import output_target
 
         self.path = path
-        if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
-            self._target = Target(path)      # the spawner checked it and holds its lock
-        else:
-            self._target = claim_output(path, force)
+        self._target = output_target(path, force)
         try:
             # -o is ours (checked and locked): an earlier run's records file beside it goes
             self.stream = RecordStream(path, force=True)

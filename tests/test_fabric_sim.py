@@ -5,11 +5,15 @@ import json
 import os
 import resource
 import subprocess
+import sys
 import time
 
 import pytest
 
 from cbtest import COMM_BENCH, assert_no_traceback, run_cli
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from sim_cost import named  # noqa: E402 - what the findings name: hosts, pairs, switch ports
 from comm_bench.fabric_sim.fabric import ecmp_port
 from comm_bench.schedule import schedule
 
@@ -38,19 +42,6 @@ def faults_for(n, seed=0):
     expected = {("host", f"node{slow:04d}"), ("host", f"node{flap:04d}"), ("port", f"leaf{leaf}", port),
                 ("pair", a, b), ("pair", b, a)}
     return specs, expected
-
-
-def named(report):
-    """What the findings name: hosts, pairs, switch ports."""
-    out = set()
-    for f in report["findings"]:
-        if f["kind"] == "bad-switch-port":
-            out.add(("port", f["switch"], f["port"]))
-        elif f["kind"] == "bad-pair":
-            out.add(("pair", f["src"], f["dst"]))
-        else:
-            out.add(("host", f.get("host")))
-    return out
 
 
 def child_run(args):

@@ -37,6 +37,7 @@ def faults(n, pattern, k, groups):
 
 
 def named(report):
+    """What the findings name: hosts, pairs, switch ports (the test checks the same)."""
     out = set()
     for f in report["findings"]:
         if f["kind"] == "bad-switch-port":
