@@ -6,7 +6,9 @@ It offers what rendezvous.Store uses of torch's TCPStore, with the same behaviou
 serves it (one thread per connection), `get` and `wait` block until the keys exist or the
 timeout passes (TimeoutError), a lost server is a ConnectionError, `add` keeps a decimal
 counter. Values are opaque bytes (rendezvous.Store seals them with the run's secret); a
-message over MAX_MESSAGE bytes ends the connection that sent it.
+message over MAX_MESSAGE bytes ends the connection that sent it. Unlike TCPStore's C++
+server, this one needs rank 0's GIL: a transport whose start blocks on the other ranks with
+the GIL held (MPI_Init) starts before the store (Transport.before_rendezvous).
 
 Frames: a 4-byte length, then the op (one byte) and its fields, each a 4-byte length and
 bytes. Replies: a status byte (0 ok, 1 timed out, 2 refused) and fields.

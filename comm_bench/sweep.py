@@ -181,6 +181,7 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
     if info.agent_store:  # torchrun's store outlives an attempt: one of our own (agent_store.py)
         master, port = attempt_store_address(master, port, info.rank, info.world_size, cfg.timeout,
                                              secret)
+    cls.before_rendezvous()
     store = Store(master, port, info.rank, info.world_size, cfg.timeout, secret=secret,
                   all_local=all_local, torch_store=cls.torch_store)
     if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK

@@ -178,6 +178,12 @@ class Transport:
     torch_store: ClassVar[bool] = False
 
     @classmethod
+    def before_rendezvous(cls) -> None:
+        """Start, on every rank, what blocks until every rank has started it, before any rank
+        waits on the store: rank 0's light store serves from Python threads, so a rank 0 held
+        in such a start with the GIL taken (MPI_Init in mpi4py's import) would stop it."""
+
+    @classmethod
     def probe(cls) -> tuple:
         """(ok, reason): can this transport run here? Never raises."""
         return True, ""

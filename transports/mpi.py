@@ -50,6 +50,10 @@ class MpiTransport(Transport):
                 raise TransportUnavailable(f"--gpu-path direct: this MPI is not CUDA-aware ({how}); "
                                            "use --gpu-path staged (or auto)")
 
+    @classmethod
+    def before_rendezvous(cls) -> None:
+        from mpi4py import MPI  # noqa: F401 - MPI_Init: a fence across the ranks, GIL held
+
     def setup(self, ctx: RankContext) -> None:
         from mpi4py import MPI
 
