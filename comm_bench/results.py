@@ -220,7 +220,7 @@ def load(path: str) -> dict:
     """Read and check a results file; one clear UsageError if it is missing, unreadable,
     too large, not ours or not valid against the schema (naming the record)."""
     data = read_bounded(path, "results file")
-    with _collector_paused() as held:
+    with _collector_paused():
         try:
             # NaN/Infinity become strings, which the schema then refuses where a number belongs
             doc = loads_json(data.decode("utf-8"), "results file", path, walk=False,
@@ -233,7 +233,8 @@ def load(path: str) -> dict:
             from .results_stream import records       # a large run's records, streamed beside it
             doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
         check_document(doc, path)
-        held.append(doc)
+    if len(doc["results"]) >= LARGE_READ:
+        gc.freeze()      # read once and kept: out of the collector's later scans
     return doc
 
 
@@ -242,15 +243,13 @@ def _collector_paused():
     """A large document is millions of small objects without cycles: the cyclic garbage
     collector would scan them again and again while they are built and each time the
     reader allocates afterwards (a third of validate's time at 1,024 ranks). Paused while
-    reading; a large document read is then moved out of its view (gc.freeze) for the rest
-    of the process (the readers are one-shot commands; freed objects still go by reference
+    reading; load then moves a large document out of its view (gc.freeze) for the rest of
+    the process (the readers are one-shot commands; freed objects still go by reference
     count)."""
-    was, held = gc.isenabled(), []
+    was = gc.isenabled()
     gc.disable()
     try:
-        yield held
-        if held and len(held[0].get("results") or ()) >= LARGE_READ:
-            gc.freeze()
+        yield
     finally:
         if was:
             gc.enable()
@@ -339,19 +338,16 @@ def _check_values(doc, path):
     if listed and n is not None and len(listed) != n:
         raise bad(f"world_size is {n} but 'ranks' lists {len(listed)} rank(s)")
     seen = {}
-    known = set(DTYPES)
     for i, rec in enumerate(doc["results"]):
         get = rec.get
-        src, dst, root = get("src"), get("dst"), get("root")
-        if n is not None and ((src is not None and src >= n) or (dst is not None and dst >= n)
-                              or (root is not None and root >= n)):
-            key, v = next((k, v) for k, v in (("src", src), ("dst", dst), ("root", root))
-                          if v is not None and v >= n)
-            raise bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {n} rank(s)")
+        src, dst = get("src"), get("dst")
+        for key, v in (("src", src), ("dst", dst), ("root", get("root"))):
+            if n is not None and v is not None and v >= n:
+                raise bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {n} rank(s)")
         if src is not None and src == dst:
             raise bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
         dtype = get("dtype")
-        if dtype is not None and dtype not in known:
+        if dtype is not None and dtype not in DTYPES:
             raise bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(DTYPES)}")
         for key in ("time_us", "algbw", "busbw", "bw_peak"):
             v = get(key)

@@ -96,8 +96,8 @@ class TorchNcclTransport(Transport):
                 "all_gather": lambda: d.all_gather_into_tensor(out, inp),
                 "reduce_scatter": lambda: d.reduce_scatter_tensor(out, inp),
                 "alltoall": lambda: d.all_to_all_single(out, inp),
-                "broadcast": lambda: d.broadcast(inp, self.ctx.root),
-                "reduce": lambda: d.reduce(inp, self.ctx.root),
+                "broadcast": lambda: d.broadcast(inp, root),
+                "reduce": lambda: d.reduce(inp, root),
                 "gather": lambda: d.gather(inp, gathered, dst=root),
                 "scatter": lambda: d.scatter(out, scattered, src=root),
                 "sendrecv": lambda: [w.wait() for w in d.batch_isend_irecv(

@@ -80,10 +80,8 @@ def localize(doc, lm, findings, measured, min_share, low=(), values=None, slow=(
             continue
         taken |= pairs
         mine = [f for f in out if f["kind"] == "bad-pair" and frozenset((f["src"], f["dst"])) in pairs]
-        vals = sorted(f["measured_gbs"] for f in mine if f.get("measured_gbs"))
-        peers = sorted(f["peer_median_gbs"] for f in mine if f.get("peer_median_gbs"))
-        med = vals[len(vals) // 2] if vals else None
-        peer = peers[len(peers) // 2] if peers else None
+        med = _median([f["measured_gbs"] for f in mine if f.get("measured_gbs")])
+        peer = _median([f["peer_median_gbs"] for f in mine if f.get("peer_median_gbs")])
         rate = f": its pairs run at {med:.3g} GB/s median against {peer:.3g} GB/s" if med and peer else ""
         confs = [f.get("confidence") for f in mine if f.get("confidence") is not None]
         s, p = key
@@ -100,9 +98,8 @@ def _uplinks(lm, switch, out, measured, min_share, low, values, notes):
     """Where the routes are not known, a switch's uplinks count as one port. A switch whose
     node pairs leaving it read low (at least 2, at least min_share of those measured, and
     of each of its hosts'), from 2 or more hosts, while its pairs inside it read normal, has
-    a bad uplink:
-    one bad-switch-port finding replaces the hosts and pairs it explains (each of its hosts
-    would otherwise look slow, since most of their peers are elsewhere)."""
+    a bad uplink: one bad-switch-port finding replaces the hosts and pairs it explains (each
+    of its hosts would otherwise look slow, since most of their peers are elsewhere)."""
     sw = lambda r: switch.get(lm.host(r))       # noqa: E731
     bad = set(map(frozenset, low)) | {frozenset((f["src"], f["dst"])) for f in out if f["kind"] == "bad-pair"}
     pairs = {frozenset(p) for p in measured if p[0] != p[1]}
@@ -144,5 +141,6 @@ def _uplinks(lm, switch, out, measured, min_share, low, values, notes):
 
 
 def _median(vals):
+    """The upper median, or None for none."""
     vals = sorted(vals)
     return vals[len(vals) // 2] if vals else None
