@@ -6,11 +6,12 @@ import json
 import os
 import random
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
 
-from comm_bench.diagnose.confirm import plan
+from comm_bench.diagnose.confirm import plan, span_iters, suspects_of
 from comm_bench.diagnose.stats import signed_rank_p
 from comm_bench.errors import UsageError
 from comm_bench.topology import snapshot
@@ -83,6 +84,22 @@ def _with_confirm(doc, target_rank, ratio, seed=0, k=8, good=(0, 1, 2)):
     return doc
 
 
+def test_confirm_measurements_span_half_a_second():
+    """A suspect's iterations come from its own first-pass time: a fast one gets enough for
+    0.5 s (at most 4x --iters), a slow one keeps the sweep's own; a slow-named suspect is
+    measured as long as an unstable-named one (a toggling link can read merely slow)."""
+    assert span_iters(8, 17_500) == 29 and span_iters(8, 1_000) == 32 and span_iters(8, 200_000) == 8
+    assert span_iters(8, None) is None and span_iters(8, 0) is None
+    doc = _hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.97, 1.03) * (0.5 if 4 in (s, d) else 1))
+    sus, good, times = suspects_of(doc, load_rules(None))
+    assert [s["rank"] for s in sus] == [4] and sus[0]["why"] == ["slow"] and 4 not in good
+    size = max(r["size"] for r in doc["results"])
+    mine = [r["time_us"] for r in doc["results"] if r["size"] == size and 4 in (r["src"], r["dst"])]
+    assert times == [pytest.approx(statistics.median(mine))]
+    sus[0]["iters"] = 29
+    assert {it for *_, it in plan(sus, good, 4)} == {29}
+
+
 def _hosts_doc(value=None):
     return make_doc(nodes=6, gpn=1, value=value or (lambda s, d, size, rnd: 45.0 * rnd.uniform(0.95, 1.05)))
 
@@ -151,6 +168,9 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
         mine = [r for r in conf if r["confirm"]["id"] == i]
         assert len(mine) == 3 * 4 and {r["confirm"]["role"] for r in mine} == {"suspect", "reference"}
         assert [r["confirm"]["alt"] for r in mine] == sorted(r["confirm"]["alt"] for r in mine)
+    # every suspect, named slow or unstable, and its references are measured long enough to
+    # span a link's swings: 256 KiB on loopback is far below half a second, so 4x --iters
+    assert {r["iters"] for r in conf} == {16} and {r["iters"] for r in first} == {4}
     rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
     assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
     assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])

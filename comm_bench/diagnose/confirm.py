@@ -13,20 +13,31 @@ import math
 import statistics
 
 
-LONG_S = 0.5    # an unsteady suspect's measurements last at least this long (up to 4x --iters)
+LONG_S = 0.5    # a suspect's measurements last at least this long (up to 4x --iters)
 
 
-def plan(suspects, good, alternations, long_iters=None):
+def span_iters(iters, t_us):
+    """Iterations for a suspect whose first-pass iteration took t_us: enough that each of its
+    measurements spans LONG_S of a link's swings, at most 4x the sweep's own. Every suspect
+    gets them, not only those named unstable: a link toggling every 0.3 s can read merely
+    slow in the first pass, and 8 iterations of 17 ms then often fall inside one phase (a
+    recorded CI run: unsteady in 3 of 8 alternations, so not named unstable). A slow suspect's
+    own iterations are long, so it rarely needs more."""
+    if not t_us or t_us <= 0:
+        return None
+    return min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us)))
+
+
+def plan(suspects, good, alternations):
     """Rounds [(src, dst, tag, iters)] for the suspects; none without two known-good ranks.
-    long_iters: iterations for suspects of instability (and their references), so each
-    measurement spans more of a link's swings; None: the sweep's own."""
+    A suspect's "iters" (span_iters) are used for it and its references; absent: the sweep's own."""
     rounds = []
     if len(good) < 2:
         return rounds
     for i, s in enumerate(suspects):
         target = {"rank": s["rank"]} if s["kind"] == "rank" else {"src": s["src"], "dst": s["dst"]}
         base = {"id": i, "kind": s["kind"], "target": target, "why": list(s["why"])}
-        iters = long_iters if "unstable" in s["why"] else None
+        iters = s.get("iters")
         for k in range(int(alternations)):
             if s["kind"] == "rank":
                 p, g = good[k % len(good)], good[(k + 1) % len(good)]
@@ -45,7 +56,8 @@ def plan(suspects, good, alternations, long_iters=None):
 
 
 def suspects_of(doc, rules):
-    """Rank 0: suspects and known-good ranks of the records so far."""
+    """Rank 0: suspects, known-good ranks, and each suspect's median time_us at the largest
+    size (a rank: over its pairs; a pair: its own), in the order of the suspects."""
     from ..records import measured_gbs, pair_records
     from ..topology.linkmap import LinkMap
     from ..validate import checked_size_list
@@ -53,13 +65,17 @@ def suspects_of(doc, rules):
 
     recs = first_pass(pair_records(doc))
     if not recs:
-        return [], [], None
+        return [], [], []
     table = PairTable(recs, LinkMap(doc), checked_size_list(recs, rules), measured_gbs)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
     size = max(r["size"] for r in recs)
-    times = [r["time_us"] for r in recs if r["size"] == size and r["src"] in good and r["dst"] in good
-             and isinstance(r.get("time_us"), (int, float)) and r["time_us"] > 0]
-    return sus, good, (statistics.median(times) if times else None)
+    timed = [r for r in recs if r["size"] == size and isinstance(r.get("time_us"), (int, float)) and r["time_us"] > 0]
+
+    def median_time(s):
+        ts = [r["time_us"] for r in timed if (s["rank"] in (r["src"], r["dst"]) if s["kind"] == "rank"
+                                              else (r["src"], r["dst"]) == (s["src"], s["dst"]))]
+        return statistics.median(ts) if ts else None
+    return sus, good, [median_time(s) for s in sus]
 
 
 def run_phase(run, op, first_round=0):
@@ -70,10 +86,10 @@ def run_phase(run, op, first_round=0):
     if run.rank == 0:
         rules = load_rules(run.cfg.rules)
         doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
-        sus, good, t_us = suspects_of(doc, rules)
-        iters = run.cfg.iters
-        long_iters = min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us))) if t_us else None
-        rounds = plan(sus, good, run.cfg.confirm, long_iters)
+        sus, good, times = suspects_of(doc, rules)
+        for s, t_us in zip(sus, times):
+            s["iters"] = span_iters(run.cfg.iters, t_us)
+        rounds = plan(sus, good, run.cfg.confirm)
         if sus:
             names = ", ".join(f"rank {s['rank']}" if s["kind"] == "rank" else f"pair {s['src']}->{s['dst']}"
                               for s in sus)
