@@ -19,38 +19,16 @@ Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 from __future__ import annotations
 
 import functools
-import math
 import statistics
 
+from .diagnose.stats import robust_low
 from .records import measured_gbs, one_buffer, pair_records, superseded
 from .results import load as load_results
 from .sizes import human_size
 from .validate_findings import NothingToCheck, finding
+from .validate_latency import check_latency
 from .validate_rules import (class_rule, expected_collective_min, expected_min, load_rules, outlier_rules,
                              parse_size)
-
-MAD_SCALE = 1.4826
-
-
-# ----------------------------------------------------------------------------- stats
-def robust_low(values, z, ratio):
-    """Indices of low outliers among positive values: robust z of log(value) (median /
-    MAD; bandwidth noise is multiplicative) > z, and value < ratio x median.
-    Returns (indices, median, MAD of the logs)."""
-    if not values:
-        return [], None, None
-    med = statistics.median(values)
-    logs = [math.log(max(v, 1e-12)) for v in values]
-    lmed = statistics.median(logs)
-    mad = statistics.median(abs(x - lmed) for x in logs)
-    out = []
-    for i, v in enumerate(values):
-        if med <= 0 or v >= ratio * med:
-            continue
-        if mad == 0 or (lmed - logs[i]) / (MAD_SCALE * mad) > z:
-            out.append(i)
-    return out, med, mad
-
 
 # ----------------------------------------------------------------------------- check
 def check(doc, rules=None):
@@ -80,17 +58,23 @@ def check(doc, rules=None):
                                          src=r.get("src"), dst=r.get("dst"), size=r.get("size")))
     collective = collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
+    latency, latency_checked = check_latency(doc, lm, outlier_rules(rules, transport))
     if not recs:
         findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
-        if findings or any(c["expected_gbs"] is not None for c in collective["checked"]):
-            return report(doc, rules, findings, {"collectives": collective["checked"], "diagnosis": diagnosis})
+        if findings or latency or (latency_checked or {}).get("ranks_compared") \
+                or any(c["expected_gbs"] is not None for c in collective["checked"]):
+            return report(doc, rules, findings + latency, {"collectives": collective["checked"], "diagnosis": diagnosis,
+                                                           "latency": latency_checked})
         if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
             c = collective["checked"][0]
             raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
                              f"their link ({c['class']}: no theoretical rate known, no floor_gbs in the "
                              f"rules); add one with --rules, or run a sweep with --pattern pairwise")
-        raise NothingToCheck("no bandwidth records to validate (run a sweep with --pattern "
-                         "pairwise or pairwise-concurrent, or a collective on 2 or more ranks, --mode bw)")
+        if latency_checked:
+            raise NothingToCheck(f"nothing to check: latency records of {latency_checked['ranks']} ranks, and a rank's "
+                                 f"latency is only held against its peers' (3 or more ranks, rules' min_peers)")
+        raise NothingToCheck("no bandwidth or latency records to validate (run a sweep with --pattern "
+                         "pairwise or pairwise-concurrent, --mode bw or lat, or a collective on 2 or more ranks)")
     checked_sizes = checked_size_list(recs, rules)
     o = outlier_rules(rules, transport)
     # observations: (op, size, class) -> {(src, dst): [values]}
@@ -193,7 +177,8 @@ def check(doc, rules=None):
     for p in sorted(remaining):
         findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
     findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
-    return report(doc, rules, findings, {"diagnosis": diagnosis, "pairs": len(pair_sizes), "sizes": checked_sizes,
+    return report(doc, rules, findings + latency, {"diagnosis": diagnosis, "latency": latency_checked,
+                                                   "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
                                                           op=k[0], size=k[1], pairs=len(v), median_gbs=gmed[k])
                                                      for k, v in sorted(groups.items(), key=_group_order)],

@@ -12,7 +12,8 @@ class NothingToCheck(UsageError):
 # Every kind of finding check() can report, in report order: the JUnit output lists
 # each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
 FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
-                 "unstable-pair", "bad-switch-port", "link-degraded", "class-below-expected",
+                 "unstable-pair", "high-latency-host", "high-latency-rank", "high-latency-pair",
+                 "bad-switch-port", "link-degraded", "class-below-expected",
                  "collective-below-expected", "wrong-data", "superseded-method", "run-failed", "regression")
 
 

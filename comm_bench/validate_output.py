@@ -17,8 +17,13 @@ def format_text(report):
     for g in c.get("collectives") or []:
         lines.append(f"  {g['class']:<12} {g['op']:<14} {human_size(g['size']):>6}  collective  busbw "
                      f"{g['busbw']:.3g} GB/s  ({_against(g, 'not checked: no expected minimum')})")
+    lat = c.get("latency") or {}
+    for g in lat.get("groups") or []:
+        lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
+                     f"{g['pairs']:>6} pairs  median {g['median_us']:.3g} us one-way  (latency: peers only)")
     checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
                 f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
+        + ([f"latency of {lat['pairs']} pairs, {lat['ranks']} ranks"] if lat else []) \
         + [f"{len(c.get('collectives') or [])} collective op(s)"]
     head = f"validate: {report['status'].upper()}  ({', '.join(checked)})"
     out = [head] + lines
@@ -48,6 +53,8 @@ def write_junit(report, path):
     for f in report["findings"]:
         by_kind.setdefault(f["kind"], []).append(f)
     cases = [(f"{g['class']} {g['op']} {human_size(g['size'])}", []) for g in c.get("groups") or []]
+    cases += [(f"{g['class']} {g['op']} {human_size(g['size'])} latency", [])
+              for g in (c.get("latency") or {}).get("groups") or []]
     cases += [(k, by_kind.get(k, [])) for k in FINDING_KINDS]
     suite = TestSuite("comm-bench validate")
     for name, fs in cases:

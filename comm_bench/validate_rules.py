@@ -107,7 +107,8 @@ def _check_rules(rules, path="rules"):
     check_confirm(rules, path)
 
 
-OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction")
+OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction", "latency_ratio", "latency_pair_ratio")
+AT_LEAST_ONE = ("latency_ratio", "latency_pair_ratio")   # how many times the peers' latency: below 1 is not "high"
 
 
 def check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
@@ -120,6 +121,8 @@ def check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
     for k in keys if complete else o:
         if not _number(o.get(k)):
             raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 0")
+        if k in AT_LEAST_ONE and o[k] < 1:
+            raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 1 (times the peers' latency)")
 
 
 def _number(v) -> bool:

@@ -173,7 +173,7 @@ def test_wrong_data_and_failed_run():
 def test_no_pair_records_is_bad_input():
     doc = make_doc(nodes=1, gpn=2)
     doc["results"] = [{"op": "all_reduce", "size": 1024, "busbw": 1.0}]
-    with pytest.raises(UsageError, match="no bandwidth records"):
+    with pytest.raises(UsageError, match="no bandwidth or latency records"):
         check(doc)
 
 

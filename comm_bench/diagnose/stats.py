@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
+MAD_SCALE = 1.4826   # MAD x this estimates the standard deviation of normal noise
 EXACT_MAX = 25      # exact signed-rank distribution up to this many values (2^25 sums is cheap as a DP)
 
 
@@ -53,3 +54,30 @@ def log_ratios(values, reference):
 def gmean(values):
     vals = [v for v in values if v > 0]
     return math.exp(statistics.fmean(math.log(v) for v in vals)) if vals else None
+
+
+def robust_z(values):
+    """Robust z of each value (median / MAD); inf where MAD is 0 and the value differs."""
+    med = statistics.median(values)
+    mad = MAD_SCALE * statistics.median(abs(v - med) for v in values)
+    return [((v - med) / mad if mad > 0 else (0.0 if v == med else math.copysign(math.inf, v - med)))
+            for v in values], med
+
+
+def robust_low(values, z, ratio):
+    """Indices of low outliers among positive values: robust z of log(value) (median /
+    MAD; bandwidth noise is multiplicative) > z, and value < ratio x median.
+    Returns (indices, median, MAD of the logs)."""
+    if not values:
+        return [], None, None
+    med = statistics.median(values)
+    logs = [math.log(max(v, 1e-12)) for v in values]
+    lmed = statistics.median(logs)
+    mad = statistics.median(abs(x - lmed) for x in logs)
+    out = []
+    for i, v in enumerate(values):
+        if med <= 0 or v >= ratio * med:
+            continue
+        if mad == 0 or (lmed - logs[i]) / (MAD_SCALE * mad) > z:
+            out.append(i)
+    return out, med, mad

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
-MAD_SCALE = 1.4826
+from .stats import robust_z
 
 
 def first_pass(recs):
@@ -79,14 +79,6 @@ class PairTable:
                 for w in (way, "both"):
                     per.setdefault(w, {}).setdefault(r, []).extend(us)
         return {w: {r: statistics.median(us) for r, us in rs.items()} for w, rs in per.items()}
-
-
-def robust_z(values):
-    """Robust z of each value (median / MAD); inf where MAD is 0 and the value differs."""
-    med = statistics.median(values)
-    mad = MAD_SCALE * statistics.median(abs(v - med) for v in values)
-    return [((v - med) / mad if mad > 0 else (0.0 if v == med else math.copysign(math.inf, v - med)))
-            for v in values], med
 
 
 def find(table, c, min_peers=3):
