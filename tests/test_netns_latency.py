@@ -3,12 +3,11 @@
 with a 4 KiB bucket, both directions: this kernel has no netem, and a ping-pong's packets
 queue behind the rate as they would behind a delay); the host is named and nothing else, and the no-fault fabric passes, with and without a CPU hog.
 Needs root + iproute2; every namespace is deleted at the end (also on failure)."""
-import json
+import contextlib
 
 import pytest
 
-from cbtest import run_cli
-from test_netns_diagnose import cpu_hog
+from test_netns_diagnose import cpu_hog, validate
 from test_netns_validate import netns_fabric, sweep
 
 OK, WHY = netns_fabric.available()
@@ -18,14 +17,6 @@ pytestmark = [pytest.mark.netns, pytest.mark.slow,
 N = 8
 ARGS = ("sweep", "--transport", "tcp", "--pattern", "pairwise", "--mode", "lat", "-b", "8", "-e", "1K", "-f", "8",
         "-n", "200", "-w", "20")
-
-
-def validate(path):
-    p = run_cli("validate", path, "--json")
-    assert p.returncode in (0, 1), (p.stdout[-2000:], p.stderr[-2000:])
-    report = json.loads(p.stdout)
-    assert p.returncode == (1 if report["findings"] else 0)
-    return report
 
 
 def test_slow_answering_host_named(tmp_path):
@@ -45,7 +36,7 @@ def test_slow_answering_host_named(tmp_path):
 @pytest.mark.parametrize("hog", [False, True])
 def test_no_fault_latency_passes(tmp_path, hog):
     with netns_fabric.Fabric(N, prefix="t28", subnet="10.77.28") as fab, \
-            (cpu_hog() if hog else __import__("contextlib").nullcontext()):
+            (cpu_hog() if hog else contextlib.nullcontext()):
         sweep(fab, tmp_path / "r.json", args=ARGS)
     rep = validate(tmp_path / "r.json")
     assert rep["findings"] == [], rep["findings"]
