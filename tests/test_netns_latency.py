@@ -1,7 +1,8 @@
 """validate's latency check on a live fabric: 8 network-namespace hosts, real tcp
 `--mode lat` sweeps, one host's link trained far below its peers' (tc tbf at 4 Mbit/s
-with a 4 KiB bucket, both directions: this kernel has no netem, and a ping-pong's packets
-queue behind the rate as they would behind a delay); the host is named and nothing else, and the no-fault fabric passes, with and without a CPU hog.
+with a 4 KiB bucket, both directions: this kernel has no netem, and a ping-pong's
+packets queue behind the rate as they would behind a delay); the host is named and
+nothing else, and the no-fault fabric passes, with and without a CPU hog.
 Needs root + iproute2; every namespace is deleted at the end (also on failure)."""
 import contextlib
 
