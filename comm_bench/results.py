@@ -25,6 +25,7 @@ import time
 from . import __version__
 from .doclimits import loads_json
 from .errors import RunFailed, UsageError
+from .results_stream import RecordStream, records as streamed_records
 from .safefile import Target, disk_full_error, read_bounded
 from .secret import PRIVATE_ENV
 
@@ -120,6 +121,49 @@ class ResultsWriter:
             raise disk_full_error(self.path, exc, kept) or \
                 RunFailed(f"cannot write results to '{self.path}': {exc.strerror}; {kept}") from None
         self._size, self._last, self.written = len(data), time.monotonic(), len(self.records)
+
+
+class StreamingWriter:
+    """The sweep's writer for `--records jsonl`: what ResultsWriter offers (meta, records,
+    append, close), but each record is appended to DOC.records.jsonl and the document
+    itself (header only) is replaced just at the start and the end, so a 3-million-record
+    run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
+
+    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
+        self.path = path
+        self._target = output_target(path, force)
+        try:
+            # -o is ours (checked and locked): an earlier run's records file beside it goes
+            self.stream = RecordStream(path, force=True)
+        except BaseException:
+            self._target.close()
+            raise
+        self.meta = dict(doc, records_file=self.stream.name)
+        self.meta.pop("results", None)
+        self.records = []
+        self.written = 0
+        self._header()
+        for r in records:
+            self.append(r)
+
+    def _header(self, sync=False):
+        self._target.replace(json.dumps(dict(self.meta, results=[]), indent=1).encode(), sync=sync)
+
+    def append(self, record: dict) -> None:
+        line = json.dumps(record, separators=(",", ":"))
+        self.stream.append_lines([line])
+        self.records.append(line)
+        self.written += 1
+
+    def close(self, status: str = "ok", failure: dict | None = None) -> None:
+        if self._target.dfd is None:
+            return
+        self.meta.update(status=status, failure=failure, finished=now_iso())
+        try:
+            self.stream.close()
+            self._header(sync=True)
+        finally:
+            self._target.close()
 
 
 def render(meta: dict, records: list) -> bytes:
@@ -230,8 +274,7 @@ def load(path: str) -> dict:
             raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
         if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
-            from .results_stream import records       # a large run's records, streamed beside it
-            doc["results"] = records(doc, path, parse_float=_float, parse_constant=_not_a_number)
+            doc["results"] = streamed_records(doc, path, parse_float=_float, parse_constant=_not_a_number)
         check_document(doc, path)
     if len(doc["results"]) >= LARGE_READ:
         gc.freeze()      # read once and kept: out of the collector's later scans

@@ -7,6 +7,8 @@ and a torn last line is dropped on reading (said in "records_dropped").
     stream = RecordStream(doc_path)      # creates DOC.records.jsonl (O_EXCL|O_NOFOLLOW)
     stream.append(records); stream.close()
     records(doc, doc_path)               # readers: one line at a time, never the whole text
+
+The sweep's writer for such runs is results.StreamingWriter.
 """
 from __future__ import annotations
 
@@ -88,49 +90,3 @@ def records(doc: dict, doc_path: str, parse_float=float, parse_constant=None) ->
     if dropped:
         doc["records_dropped"] = dropped
     return out
-
-
-class StreamingWriter:
-    """The sweep's writer for `--records jsonl`: what ResultsWriter offers (meta, records,
-    append, close), but each record is appended to DOC.records.jsonl and the document
-    itself (header only) is replaced just at the start and the end, so a 3-million-record
-    run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
-
-    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
-        from .results import output_target
-
-        self.path = path
-        self._target = output_target(path, force)
-        try:
-            # -o is ours (checked and locked): an earlier run's records file beside it goes
-            self.stream = RecordStream(path, force=True)
-        except BaseException:
-            self._target.close()
-            raise
-        self.meta = dict(doc, records_file=self.stream.name)
-        self.meta.pop("results", None)
-        self.records = []
-        self.written = 0
-        self._header()
-        for r in records:
-            self.append(r)
-
-    def _header(self, sync=False):
-        self._target.replace(json.dumps(dict(self.meta, results=[]), indent=1).encode(), sync=sync)
-
-    def append(self, record: dict) -> None:
-        line = json.dumps(record, separators=(",", ":"))
-        self.stream.append_lines([line])
-        self.records.append(line)
-        self.written += 1
-
-    def close(self, status: str = "ok", failure: dict | None = None) -> None:
-        if self._target.dfd is None:
-            return
-        from .results import now_iso
-        self.meta.update(status=status, failure=failure, finished=now_iso())
-        try:
-            self.stream.close()
-            self._header(sync=True)
-        finally:
-            self._target.close()

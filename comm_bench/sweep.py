@@ -323,7 +323,7 @@ class _RankRun:
             self.wrong_found = [data_error.entry(r) for r in self.kept if data_error.has_wrong(r)]
         doc["data_error"] = data_error.summary(self.wrong_found)
         if cfg.records == "jsonl":
-            from .results_stream import StreamingWriter
+            from .results import StreamingWriter
             self.writer = StreamingWriter(cfg.output, doc, force=cfg.force, records=self.kept)
         else:
             self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
