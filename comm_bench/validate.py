@@ -312,15 +312,7 @@ def _pair_stats(rank_set, obs, groups, gmed, classes=None):
 
 def _entity_findings(bad_ranks, lm, obs, groups, gmed):
     out = []
-    by_node = {}
-    for r in bad_ranks:
-        by_node.setdefault(lm.node(r), []).append(r)
-    node_ranks = {}
-    for r in lm.ranks:
-        node_ranks.setdefault(lm.node(r), set()).add(r)
-    for node, rs in sorted(by_node.items()):
-        rs = sorted(rs)
-        all_of_node = set(rs) >= node_ranks.get(node, set(rs))
+    for node, rs, all_of_node in lm.by_node(bad_ranks):
         bad_cls = {bad_ranks[r].get("class") for r in rs} - {None}
         mine, peers, (size, classes) = _pair_stats(set(rs), obs, groups, gmed, bad_cls)
         npairs = sum(1 for (_, p) in obs if p[0] in rs or p[1] in rs)
@@ -342,7 +334,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
             nic = lm.nic(r, None, "src")
             nic_groups.setdefault(nic.get("name") if nic else None, []).append(r)
         for nic, group in nic_groups.items():
-            shared = [r for r in node_ranks.get(node, ()) if (lm.nic(r, None, "src") or {}).get("name") == nic]
+            shared = [r for r in lm.ranks_of(node) if (lm.nic(r, None, "src") or {}).get("name") == nic]
             if nic and len(shared) > 1 and set(group) >= set(shared):
                 m2, p2, (size2, cls2) = _pair_stats(set(group), obs, groups, gmed, bad_cls)
                 out.append(finding(

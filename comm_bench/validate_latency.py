@@ -85,13 +85,8 @@ def _above_one(rels):
 
 
 def _rank_findings(slow, per_rank, lm, obs):
-    by_node = {}
-    for r in slow:
-        by_node.setdefault(lm.node(r), []).append(r)
     out = []
-    for node, rs in sorted(by_node.items()):
-        rs = sorted(rs)
-        whole = set(rs) >= {r for r in lm.ranks if lm.node(r) == node}
+    for node, rs, whole in lm.by_node(slow):
         for group in ([rs] if whole else [[r] for r in rs]):
             mine, rest, size = _medians(obs, set(group))
             ratio = statistics.median(slow[r][0] / slow[r][1] for r in group)

@@ -56,6 +56,7 @@ class LinkMap:
                 zeros.setdefault(r.get("host"), set()).add(r.get("addr"))
         self.split_hosts = {h for h, a in zeros.items() if len(a) > 1}
         self._cache = {}
+        self._node_ranks = None
 
     # --- identity -------------------------------------------------------------------
     def host(self, rank, rec=None, side="src"):
@@ -71,6 +72,22 @@ class LinkMap:
         if h in self.split_hosts:
             return f"{h}/{self.ranks[rank].get('addr')}"
         return h
+
+    def ranks_of(self, node) -> set:
+        """The run's ranks on node (as node() names it); empty for a node the run did not list."""
+        if self._node_ranks is None:
+            self._node_ranks = {}
+            for r in self.ranks:
+                self._node_ranks.setdefault(self.node(r), set()).add(r)
+        return self._node_ranks.get(node, set())
+
+    def by_node(self, ranks):
+        """[(node, its ranks among `ranks`, sorted, True when they are all of its ranks)] by
+        node: a finding names the host when every rank of it is named."""
+        groups = {}
+        for r in ranks:
+            groups.setdefault(self.node(r), []).append(r)
+        return [(n, sorted(rs), set(rs) >= self.ranks_of(n)) for n, rs in sorted(groups.items())]
 
     def devices(self, rank):
         d = (self.ranks.get(rank) or {}).get("devices")

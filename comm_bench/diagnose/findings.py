@@ -117,14 +117,11 @@ def _first_pass_confidence(f, table):
 
 def _rank_findings(verdicts, lm, make, what):
     """Confirmed ranks, merged into their host when every rank of it is confirmed."""
-    by_node = {}
-    for v in verdicts:
-        by_node.setdefault(lm.node(v["target"]["rank"]), []).append(v)
+    of_rank = {v["target"]["rank"]: v for v in verdicts}
     out = []
-    for node, vs in sorted(by_node.items()):
-        ranks = sorted(v["target"]["rank"] for v in vs)
-        whole = set(ranks) >= {r for r in lm.ranks if lm.node(r) == node}
-        groups = [(ranks, vs)] if whole else [([v["target"]["rank"]], [v]) for v in vs]
+    for node, ranks, whole in lm.by_node(of_rank):
+        vs = [of_rank[r] for r in ranks]
+        groups = [(ranks, vs)] if whole else [([r], [of_rank[r]]) for r in ranks]
         for rs, group in groups:
             v = min(group, key=lambda x: x.get("slow_confidence" if what == "bad" else "unstable_confidence", 0))
             dev_kind, dev = lm.device(rs[0])
