@@ -264,7 +264,7 @@ def load(path: str) -> dict:
     """Read and check a results file; one clear UsageError if it is missing, unreadable,
     too large, not ours or not valid against the schema (naming the record)."""
     data = read_bounded(path, "results file")
-    with _collector_paused():
+    with collector_paused():
         try:
             # NaN/Infinity become strings, which the schema then refuses where a number belongs
             doc = loads_json(data.decode("utf-8"), "results file", path, walk=False,
@@ -282,7 +282,7 @@ def load(path: str) -> dict:
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """A large document is millions of small objects without cycles: the cyclic garbage
     collector would scan them again and again while they are built and each time the
     reader allocates afterwards (a third of validate's time at 1,024 ranks). Paused while

@@ -23,7 +23,7 @@ import statistics
 
 from .diagnose.stats import robust_low
 from .records import measured_gbs, one_buffer, pair_records, superseded
-from .results import load as load_results
+from .results import collector_paused, load as load_results
 from .sizes import human_size
 from .validate_findings import NothingToCheck, finding
 from .validate_latency import check_latency
@@ -176,7 +176,7 @@ def check(doc, rules=None):
             measured_gbs=med, expected_gbs=exp))
     for p in sorted(remaining):
         findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
-    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups)
+    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups, (obs, gmed))
     return report(doc, rules, findings + latency, {"diagnosis": diagnosis, "latency": latency_checked,
                                                    "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
@@ -383,9 +383,12 @@ def report(doc, rules, findings, checked):
 
 # ----------------------------------------------------------------------------- output
 def run(results_path, rules_path=None):
-    """load + check (what the command calls)."""
+    """load + check (what the command calls). check builds tables of a large document's
+    pairs (a million objects at 1,024 ranks) and leaves no cycles: with the collector
+    running it scanned them again and again, 1.5-2.3 s of a 7 s check."""
     rules = load_rules(rules_path)
     doc = load_results(results_path)
-    return check(doc, rules)
+    with collector_paused():
+        return check(doc, rules)
 
 

@@ -22,14 +22,14 @@ RANK_KINDS = ("bad-host", "bad-device", "bad-rank")
 CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
-def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None):
+def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, medians=None):
     """(findings, diagnosis) for validate.check; all_recs: pair_records(doc), groups:
-    validate's first-pass table (both computed again when not given)."""
+    validate's first-pass table and medians its (obs, gmed) (computed again when not given)."""
 
     all_recs = pair_records(doc) if all_recs is None else all_recs
     confirm_recs = [r for r in all_recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, measured_gbs)
-    table = PairTable(recs, lm, set(sizes), measured_gbs, groups) if recs else None
+    table = PairTable(recs, lm, set(sizes), measured_gbs, groups, medians) if recs else None
     out, withdrawn = [], []
     for f in findings:
         v = _verdict_for(f, verdicts)
