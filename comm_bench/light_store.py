@@ -2,33 +2,57 @@
 hand the store to torch.distributed (tcp, rdma, grpc, mpi, cuda, nccl): importing torch
 only to meet costs a rank 1-3 s before its first measurement (docs/benchmarks/startup.md).
 
-It offers what rendezvous.Store uses of torch's TCPStore, with the same behaviour: rank 0
-serves it (one thread per connection), `get` and `wait` block until the keys exist or the
-timeout passes (TimeoutError), a lost server is a ConnectionError, `add` keeps a decimal
-counter. Values are opaque bytes (rendezvous.Store seals them with the run's secret); a
-message over MAX_MESSAGE bytes ends the connection that sent it. Unlike TCPStore's C++
-server, this one needs rank 0's GIL: a transport whose start blocks on the other ranks with
-the GIL held (MPI_Init) starts before the store (Transport.before_rendezvous).
+It offers what rendezvous.Store uses of torch's TCPStore, with the same behaviour: `get`
+and `wait` block until the keys exist or the timeout passes (TimeoutError), a lost server
+is a ConnectionError, `add` keeps a decimal counter; plus `multi_get` (what is there,
+without waiting) and `multi_set`. Rank 0 serves it from one thread running an event loop
+(store_server.py): thousands of clients cost a socket each, not a thread each.
+
+Every connection proves first that it holds the run's secret (an HMAC of a challenge the
+server draws), so a process without it can neither write nor make the server hold memory
+or wait for it. Values are opaque bytes (rendezvous.Store seals them as well).
 
 Frames: a 4-byte length, then the op (one byte) and its fields, each a 4-byte length and
 bytes. Replies: a status byte (0 ok, 1 timed out, 2 refused) and fields.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import socket
 import struct
 import threading
 import time
 
 MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
-SET, GET, ADD, CHECK, DELETE, WAIT = range(6)
+MAX_HELLO = 256               # what a connection may send before it has authenticated
+SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET, AUTH = range(9)
 OK, TIMED_OUT, REFUSED = range(3)
+# multi_get's per-key marks: the value follows, the key is absent, the reply had no room
+PRESENT, ABSENT, LATER = b"\x01", b"\x00", b"\x02"
 _LEN = struct.Struct("!I")
 
 
-def _frame(head: int, fields) -> bytes:
+def frame(head: int, fields) -> bytes:
     body = bytes([head]) + b"".join(_LEN.pack(len(f)) + f for f in fields)
     return _LEN.pack(len(body)) + body
+
+
+def fields_of(body) -> list:
+    """The fields of a frame's body (after its head byte); struct.error if it is cut short."""
+    fields, at = [], 1
+    while at < len(body):
+        (n,) = _LEN.unpack_from(body, at)
+        if at + 4 + n > len(body):
+            raise struct.error("a field runs past its frame")
+        fields.append(bytes(body[at + 4:at + 4 + n]))
+        at += 4 + n
+    return fields
+
+
+def proof(secret: bytes, challenge: bytes) -> bytes:
+    """What a client answers the server's challenge with."""
+    return hmac.new(secret, b"comm-bench store\0" + challenge, hashlib.sha256).digest()
 
 
 def _recv_exact(sock, n: int) -> bytes:
@@ -46,72 +70,18 @@ def _read_frame(sock):
     if not 1 <= size <= MAX_MESSAGE:
         raise ConnectionError(f"a store message of {size} B (at most {MAX_MESSAGE})")
     body = _recv_exact(sock, size)
-    fields, at = [], 1
-    while at < len(body):
-        (n,) = _LEN.unpack_from(body, at)
-        fields.append(body[at + 4:at + 4 + n])
-        at += 4 + n
-    return body[0], fields
-
-
-class _Server:
-    def __init__(self, listen_fd: int):
-        self.sock = socket.socket(fileno=listen_fd)
-        self.data: dict = {}
-        self.cond = threading.Condition()
-        threading.Thread(target=self._accept, name="comm-bench store", daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
-        with conn:
-            try:
-                while True:
-                    op, f = _read_frame(conn)
-                    conn.sendall(self._answer(op, f))
-            except (OSError, ConnectionError, struct.error, IndexError, ValueError):
-                return
-
-    def _until(self, keys, timeout_ms: int) -> bool:
-        """Wait (holding the condition) until every key exists; False on timeout."""
-        return self.cond.wait_for(lambda: all(k in self.data for k in keys), timeout_ms / 1e3)
-
-    def _answer(self, op, f) -> bytes:
-        with self.cond:
-            if op == SET:
-                self.data[f[0]] = f[1]
-                self.cond.notify_all()
-                return _frame(OK, ())
-            if op == GET:
-                ok = self._until(f[:1], int(f[1]))
-                return _frame(OK, (self.data[f[0]],)) if ok else _frame(TIMED_OUT, ())
-            if op == ADD:
-                value = int(self.data.get(f[0], b"0")) + int(f[1])
-                self.data[f[0]] = str(value).encode()
-                self.cond.notify_all()
-                return _frame(OK, (str(value).encode(),))
-            if op == CHECK:
-                return _frame(OK, (b"1" if all(k in self.data for k in f) else b"0",))
-            if op == DELETE:
-                return _frame(OK, (b"1" if self.data.pop(f[0], None) is not None else b"0",))
-            if op == WAIT:
-                return _frame(OK if self._until(f[1:], int(f[0])) else TIMED_OUT, ())
-        return _frame(REFUSED, ())
+    return body[0], fields_of(body)
 
 
 class LightStore:
     """A client (and, on the master, the server) with TCPStore's methods."""
 
-    def __init__(self, host: str, port: int, is_master: bool, timeout: float, listen_fd: int | None = None):
+    def __init__(self, host: str, port: int, is_master: bool, timeout: float, listen_fd: int | None = None,
+                 *, secret: bytes):
+        from .store_server import StoreServer
+
         self.timeout = timeout
-        self._server = _Server(listen_fd) if is_master else None
+        self._server = StoreServer(listen_fd, secret) if is_master else None
         self._lock = threading.Lock()
         deadline = time.monotonic() + timeout
         while True:     # rank 0 may not be listening yet: retry, as TCPStore's clients do
@@ -124,21 +94,35 @@ class LightStore:
                                        f"{timeout:.0f} s ({exc.strerror or exc})") from None
                 time.sleep(0.05)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._sock.settimeout(max(1.0, timeout))
+            _, (challenge,) = _read_frame(self._sock)
+        except socket.timeout:
+            self._sock.close()
+            raise TimeoutError(f"the rendezvous store at {host}:{port} accepted the connection "
+                               f"but said nothing within {max(1.0, timeout):.0f} s") from None
+        except (OSError, ValueError, struct.error) as exc:
+            self._sock.close()
+            raise ConnectionError(f"the rendezvous store at {host}:{port} did not greet "
+                                  f"({exc})") from None
+        self._call(AUTH, (proof(secret, challenge),))
 
     def _call(self, op: int, fields, wait_s: float = 0.0):
         with self._lock:
-            self._sock.settimeout(wait_s + max(10.0, self.timeout))   # the server answers a wait itself
+            self._sock.settimeout(wait_s + max(1.0, self.timeout))   # the server answers a wait itself
             try:
-                self._sock.sendall(_frame(op, [f.encode() if isinstance(f, str) else f for f in fields]))
+                self._sock.sendall(frame(op, [f.encode() if isinstance(f, str) else f for f in fields]))
                 status, out = _read_frame(self._sock)
             except socket.timeout:
-                raise TimeoutError("the rendezvous store did not answer") from None
+                raise TimeoutError(f"the rendezvous store did not answer within "
+                                   f"{wait_s + max(1.0, self.timeout):.0f} s") from None
             except OSError as exc:
                 raise ConnectionError(f"the rendezvous store is gone ({exc.strerror or exc})") from None
         if status == TIMED_OUT:
             raise TimeoutError(f"timed out after {wait_s:.0f} s waiting for the rendezvous store's keys")
         if status != OK:
-            raise ConnectionError("the rendezvous store refused a request")
+            why = out[0].decode(errors="replace") if out else "no reason given"
+            raise ConnectionError(f"the rendezvous store refused a request ({why})")
         return out
 
     @staticmethod
@@ -160,7 +144,46 @@ class LightStore:
     def delete_key(self, key: str) -> bool:
         return self._call(DELETE, (key,))[0] == b"1"
 
+    def delete_keys(self, keys) -> int:
+        """How many of `keys` existed (and are gone now)."""
+        keys, gone = list(keys), 0
+        for at in range(0, len(keys), 4096):
+            gone += int(self._call(DELETE, keys[at:at + 4096])[0])
+        return gone
+
     def wait(self, keys, timeout=None) -> None:
         """timeout: a datetime.timedelta, as TCPStore takes it, or seconds."""
         seconds = self.timeout if timeout is None else getattr(timeout, "total_seconds", lambda: timeout)()
         self._call(WAIT, [self._ms(seconds), *keys], seconds)
+
+    def multi_get(self, keys) -> list:
+        """Each key's value, or None where it is absent; never waits. The server answers as
+        many as fit one message; the rest are asked again."""
+        keys = [k.encode() if isinstance(k, str) else k for k in keys]
+        found: list = [None] * len(keys)
+        todo = list(range(len(keys)))
+        while todo:
+            out = self._call(MULTI_GET, [keys[i] for i in todo])
+            later = []
+            for i, f in zip(todo, out):
+                if f[:1] == PRESENT:
+                    found[i] = f[1:]
+                elif f[:1] == LATER:
+                    later.append(i)
+            if len(later) == len(todo):
+                raise ConnectionError(f"the rendezvous store holds a value too large to return "
+                                      f"(at most {MAX_MESSAGE} B)")
+            todo = later
+        return found
+
+    def multi_set(self, keys, values) -> None:
+        batch, size = [], 0
+        for k, v in zip(keys, values):
+            k = k.encode() if isinstance(k, str) else k
+            if batch and size + len(k) + len(v) > MAX_MESSAGE // 2:
+                self._call(MULTI_SET, batch)
+                batch, size = [], 0
+            batch += [k, v]
+            size += len(k) + len(v) + 8
+        if batch:
+            self._call(MULTI_SET, batch)

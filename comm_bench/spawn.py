@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from . import data_error
+from . import data_error, fd_limit
 from .errors import INTERNAL_ERROR, UsageError
 from .netutil import free_port
 from .progress import STDOUT_TTY_ENV
@@ -29,6 +29,7 @@ def spawn_local(nprocs: int, argv: list, *, use_mpirun: bool, timeout: float,
                 results_path: str | None) -> int:
     if nprocs < 1:
         raise UsageError(f"--nprocs must be at least 1 (got {nprocs})")
+    fd_limit.raise_for(nprocs, "the local spawner")   # its ranks inherit the raised limit
     cmd = [sys.executable, "-m", "comm_bench", *argv]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                COMM_BENCH_LAUNCHER="spawn", PYTHONUNBUFFERED="1",

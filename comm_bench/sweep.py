@@ -18,9 +18,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import data_error, ops as ops_mod, registry, resume, world_size as same_world
+from . import data_error, fd_limit, ops as ops_mod, registry, resume, world_size as same_world
 from .errors import CommBenchError, Interrupted, UsageError
 from .agent_store import attempt_store_address
+from .join import join
 from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
 from .metrics import make_record, slowest_per_iteration
@@ -182,12 +183,15 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
         master, port = attempt_store_address(master, port, info.rank, info.world_size, cfg.timeout,
                                              secret)
     cls.before_rendezvous()
+    fd_limit.raise_for(info.world_size, "rank 0" if info.rank == 0 else "rank")
+    started = time.monotonic()
     store = Store(master, port, info.rank, info.world_size, cfg.timeout, secret=secret,
                   all_local=all_local, torch_store=cls.torch_store)
     if store.add(f"cb/claim/{info.rank}", 1) != 1:  # two processes launched with one RANK
         raise UsageError(f"another process already runs as rank {info.rank} of this run "
                          f"(at {master}:{port}): each rank needs its own RANK")
     same_world.post(store, info)
+    store.joined = join(store, started)
     if source == "derived" and info.rank == 0 and not all_local:
         print(f"comm-bench: note: the store's messages are sealed with a key derived from the launch "
               f"environment, not a secret: set {SECRET_FILE_ENV} (docs/reliability.md)", file=sys.stderr)
@@ -235,6 +239,7 @@ class _RankRun:
             if self.writer:
                 self.progress.close()
                 with self.lock:
+                    self._note_rejected()
                     self.writer.close("ok")   # the measurement completed: its status says so
             completed = True
             return self._data_error_exit(wrong)
@@ -281,9 +286,20 @@ class _RankRun:
         except Exception:  # noqa: BLE001 - the run is complete; leaving is all that is left
             pass
 
+    def _note_rejected(self) -> None:
+        """Values that failed authentication (forged, or replayed from another run) never
+        reach the document; how many keys held one does."""
+        if "rendezvous" in self.writer.meta:
+            self.writer.meta["rendezvous"]["rejected_values"] = len(self.store.rejected)
+        if self.store.rejected:
+            print(f"comm-bench: rank 0 rejected values under {len(self.store.rejected)} store key(s) "
+                  "that were not sealed in this run (forged or replayed; docs/reliability.md)",
+                  file=sys.stderr, flush=True)
+
     def _record_failure(self, failure: dict) -> None:
         if self.writer:
             with self.lock:
+                self._note_rejected()
                 self.progress.close()
                 self.writer.close("failed", failure)
                 self.writer = None
@@ -316,6 +332,8 @@ class _RankRun:
                                "pairs": sum(len(r) for r in self.rounds), "all_pairs": self.n * (self.n - 1)}
         if self.fabric:
             doc["fabric"] = self.fabric
+        if self.store.joined:
+            doc["rendezvous"] = dict(self.store.joined, rejected_values=0)
         previous = resume.previous(cfg.output, doc) if cfg.resume else None
         if previous:
             self.kept = resume.renumbered(previous, doc, cfg.output)

@@ -1,6 +1,7 @@
 """Another local user against a sweep run as root (docs/reliability.md, "Security"):
 the rendezvous store listens on loopback only and ignores what someone without the
 run's secret writes into it; planted symlinks never redirect the results file."""
+import encodings.idna  # noqa: F401 - the other user's child resolves hosts and cannot import it
 import json
 import os
 import socket
@@ -13,7 +14,7 @@ from torch.distributed import TCPStore  # imported here: the other user's child 
 
 from comm_bench.errors import RunFailed
 from comm_bench.netutil import free_port
-from comm_bench.light_store import LightStore
+from comm_bench.light_store import SET, LightStore, frame
 from comm_bench.rendezvous import Store
 
 from cbtest import COMM_BENCH, assert_no_traceback, load_results, rank_pids, run_cli
@@ -81,13 +82,24 @@ def test_store_listens_on_loopback_only(tmp_path):
 
 
 def _forge_abort(port):
-    """As the other user: what anyone who can reach the store can do without the secret
-    (a tcp run's store is the standard-library one: light_store)."""
-    s = LightStore("127.0.0.1", port, False, 10.0)
-    forged = json.dumps({"rank": 1, "host": "evil", "reason": "forged by another user"})
-    s.set("cb/abort", forged)
-    s.set("cb/done/1", b"1")
-    return True
+    """As the other user: what anyone who can reach the store can try without the secret
+    (a tcp run's store is the standard-library one, light_store): it admits no connection
+    that cannot prove the secret, so neither a guessed secret nor a raw SET gets a value in."""
+    refused = 0
+    try:
+        LightStore("127.0.0.1", port, False, 10.0, secret=b"a guess at the run's secret")
+    except ConnectionError:
+        refused += 1
+    forged = json.dumps({"rank": 1, "host": "evil", "reason": "forged by another user"}).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(frame(SET, (b"cb/abort", forged)))
+        try:
+            while raw.recv(1 << 16):      # the greeting, then the server closes the connection
+                pass
+            refused += 1
+        except ConnectionResetError:
+            refused += 1
+    return refused == 2
 
 
 def _read_environ(pid):
@@ -120,16 +132,18 @@ def test_another_user_cannot_abort_a_run_or_forge_its_failure(tmp_path, other_us
     assert secret not in text  # the secret is never recorded
 
 
-def _intruder(torch_store, port):
+def _intruder(torch_store, port, secret):
+    """Raw writes: TCPStore takes them from anyone; light_store only from a connection that
+    proved the secret (a rank of this run), whose unsealed writes are still refused."""
     return TCPStore("127.0.0.1", port, None, False, timedelta(seconds=5), wait_for_workers=False) \
-        if torch_store else LightStore("127.0.0.1", port, False, 5.0)
+        if torch_store else LightStore("127.0.0.1", port, False, 5.0, secret=secret)
 
 
 @pytest.mark.parametrize("torch_store", [True, False], ids=["TCPStore", "light_store"])
 def test_forged_values_count_as_absent_and_name_the_intruder(torch_store):
     port = free_port()
     store = Store("127.0.0.1", port, 0, 1, 2.0, secret=b"0123456789abcdef0123", torch_store=torch_store)
-    intruder = _intruder(torch_store, port)
+    intruder = _intruder(torch_store, port, b"0123456789abcdef0123")
     store.set("k", {"a": 1})
     assert store.check(["k"]) and store.get_json("k") == {"a": 1}
     intruder.set("k", json.dumps({"a": 2}))
@@ -140,10 +154,16 @@ def test_forged_values_count_as_absent_and_name_the_intruder(torch_store):
     assert store.beats("hb") == 1
     intruder.set("hb", b"99")
     assert store.beats("hb") is None
-    # another run's key (or a wrong secret) does not open this run's values either
+    # another run's key (or a wrong secret) does not open this run's values either; light_store
+    # does not even admit its connection
+    store.set("k2", b"x")
+    if not torch_store:
+        with pytest.raises(RunFailed, match="refused"):
+            Store("127.0.0.1", port, 1, 1, 1.0, is_master=False, secret=b"another-secret-0123456",
+                  torch_store=False)
+        return
     other = Store("127.0.0.1", port, 1, 1, 1.0, is_master=False, secret=b"another-secret-0123456",
                   torch_store=torch_store)
-    store.set("k2", b"x")
     assert not other.check(["k2"])
 
 

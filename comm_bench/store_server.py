@@ -1,0 +1,359 @@
+"""The server side of light_store: one thread, one event loop (selectors), every
+connection non-blocking, so rank 0 serves thousands of ranks with a socket each.
+
+What it promises (docs/reliability.md, "The rendezvous store"):
+- A connection must answer the server's challenge with the run's secret in its first
+  frame (at most MAX_HELLO bytes) within AUTH_WINDOW seconds, or it is closed: a process
+  without the secret can neither write, wait, nor make the server hold more than a hello.
+- Memory is bounded: a connection's request is read only while it has no reply pending
+  (so it holds at most one message in and one out), and stored values are capped at
+  MAX_STORED bytes in total (a SET beyond it is refused, naming the cap).
+- A blocked GET or WAIT is indexed by the keys it waits for: a SET wakes only its own
+  waiters. A WAIT names at most MAX_WAIT_KEYS keys.
+- An accept that fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+  ENOMEM) drops that connection, never the server: the oldest unauthenticated connection
+  is closed first, then a descriptor kept in reserve lets one pending connection be
+  accepted and closed, so the backlog never wedges.
+"""
+from __future__ import annotations
+
+import errno
+import heapq
+import hmac
+import itertools
+import os
+import selectors
+import socket
+import struct
+import threading
+import time
+
+from .light_store import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
+                          MULTI_GET, MULTI_SET, OK, PRESENT, REFUSED, SET, TIMED_OUT, WAIT, _LEN,
+                          fields_of, frame, proof)
+
+AUTH_WINDOW = 10.0            # seconds a connection has to prove it holds the secret
+MAX_STORED = 1 << 30          # bytes of keys and values held in total
+MAX_WAIT_KEYS = 1 << 16       # keys one WAIT may name (a 4,096-rank gather names 4,096)
+_SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class _Conn:
+    __slots__ = ("sock", "fd", "events", "inbox", "outbox", "authed", "challenge", "born", "waiter")
+
+    def __init__(self, sock):
+        self.sock, self.fd, self.events = sock, sock.fileno(), 0
+        self.inbox, self.outbox = bytearray(), bytearray()
+        self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
+        self.waiter = None
+
+    @property
+    def limit(self) -> int:
+        """The largest frame (with its length) this connection may send now."""
+        return MAX_MESSAGE + 4 if self.authed else MAX_HELLO + 4
+
+
+class _Waiter:
+    """A GET or WAIT blocked on keys not yet set."""
+    __slots__ = ("conn", "keys", "reply_key", "done")
+
+    def __init__(self, conn, keys: set, reply_key):
+        self.conn, self.keys, self.reply_key, self.done = conn, keys, reply_key, False
+
+
+class StoreServer:
+    def __init__(self, listen_fd: int, secret: bytes):
+        self._listener = socket.socket(fileno=listen_fd)
+        self._listener.setblocking(False)
+        self._secret = secret
+        self.data: dict = {}
+        self.stored = 0
+        self._waiting: dict = {}                  # key -> {_Waiter}
+        self._deadlines: list = []                # heap of (deadline, n, _Waiter)
+        self._order = itertools.count()
+        self._conns: dict = {}                    # fd -> _Conn
+        self._hellos: dict = {}                   # fd -> _Conn not yet authenticated, oldest first
+        self._woken: list = []                    # connections whose wait ended: serve them again
+        self._reserve = self._open_reserve()
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, None)
+        self.refused_hellos = 0                   # connections closed for a wrong or missing proof
+        threading.Thread(target=self._loop, name="comm-bench store", daemon=True).start()
+
+    # -- the loop ------------------------------------------------------------------------
+    def _loop(self):
+        while True:
+            for key, events in self._sel.select(self._next_timeout()):
+                conn = key.data
+                if conn is None:
+                    self._accept()
+                elif events & selectors.EVENT_WRITE:
+                    self._write(conn)
+                    self._serve(conn)
+                else:
+                    self._read(conn)
+            self._expire()
+            while self._woken:
+                woken, self._woken = self._woken, []
+                for conn in woken:
+                    self._serve(conn)
+
+    def _next_timeout(self) -> float:
+        due = time.monotonic() + 1.0
+        if self._deadlines:
+            due = min(due, self._deadlines[0][0])
+        if self._hellos:
+            due = min(due, next(iter(self._hellos.values())).born + AUTH_WINDOW)
+        return max(0.0, due - time.monotonic())
+
+    def _accept(self):
+        for _ in range(64):   # a burst of arrivals, then the loop serves the others again
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in _SCARCE:
+                    self._make_room()
+                    continue
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR):
+                    continue
+                return        # anything else: try again on the next readiness
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(sock)
+            self._conns[conn.fd] = self._hellos[conn.fd] = conn
+            self._send(conn, frame(OK, (conn.challenge,)))
+            self._update(conn)
+
+    def _make_room(self):
+        """Out of descriptors: drop the oldest connection that has not proved itself; if there
+        is none, accept one pending connection on the reserve descriptor and close it."""
+        if self._hellos:
+            self.refused_hellos += 1
+            self._close(next(iter(self._hellos.values())))
+            return
+        if self._reserve is not None:
+            os.close(self._reserve)
+            try:
+                self._listener.accept()[0].close()
+            except OSError:
+                pass
+            self._reserve = self._open_reserve()
+
+    @staticmethod
+    def _open_reserve():
+        try:
+            return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+
+    def _close(self, conn):
+        if self._conns.pop(conn.fd, None) is None:
+            return
+        self._hellos.pop(conn.fd, None)
+        if conn.waiter is not None:
+            self._forget(conn.waiter)
+        if conn.events:
+            self._sel.unregister(conn.sock)
+        conn.sock.close()
+
+    # -- reading and writing ----------------------------------------------------------
+    def _read(self, conn):
+        try:
+            chunk = conn.sock.recv(self._wanted(conn))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(conn)
+            return
+        conn.inbox += chunk
+        self._serve(conn)
+
+    @staticmethod
+    def _wanted(conn) -> int:
+        """At most what completes the frame being read, so the inbox never holds much more."""
+        if not conn.inbox:
+            return min(conn.limit, 1 << 16)
+        if len(conn.inbox) < 4:
+            return 4 - len(conn.inbox)
+        (size,) = _LEN.unpack_from(conn.inbox)
+        return max(1, min(4 + size - len(conn.inbox), 1 << 20))
+
+    def _serve(self, conn):
+        """Answer the inbox's whole frames in turn until one must wait or a reply is still
+        being sent: a connection has one request in hand at a time."""
+        while conn.fd in self._conns and conn.waiter is None and not conn.outbox and len(conn.inbox) >= 4:
+            (size,) = _LEN.unpack_from(conn.inbox)
+            if not 1 <= size <= conn.limit - 4:
+                self._close(conn)           # a bad or oversized frame ends that connection only
+                return
+            if len(conn.inbox) < 4 + size:
+                break
+            body = bytes(conn.inbox[4:4 + size])
+            del conn.inbox[:4 + size]
+            try:
+                reply = self._answer(conn, body[0], fields_of(body))
+            except (ValueError, IndexError, struct.error):
+                reply = frame(REFUSED, (b"a malformed request",))
+            if reply is not None:
+                self._send(conn, reply)
+        self._update(conn)
+
+    def _send(self, conn, data: bytes):
+        conn.outbox += data
+        self._write(conn)
+
+    def _write(self, conn):
+        if not conn.outbox or conn.fd not in self._conns:
+            return
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        del conn.outbox[:sent]
+
+    def _update(self, conn):
+        """Wait to write while a reply is unsent; to read while nothing is pending; else neither."""
+        if conn.fd not in self._conns:
+            return
+        events = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ if conn.waiter is None else 0
+        if events == conn.events:
+            return
+        if not conn.events:
+            self._sel.register(conn.sock, events, conn)
+        elif not events:
+            self._sel.unregister(conn.sock)
+        else:
+            self._sel.modify(conn.sock, events, conn)
+        conn.events = events
+
+    # -- the requests -------------------------------------------------------------------
+    def _answer(self, conn, op: int, f: list):
+        if not conn.authed:
+            if op != AUTH or len(f) != 1 or not hmac.compare_digest(f[0], proof(self._secret, conn.challenge)):
+                self.refused_hellos += 1
+                self._send(conn, _NOT_OURS)     # a small reply: the socket takes it at once
+                self._close(conn)
+                return None
+            conn.authed = True
+            del self._hellos[conn.fd]
+            return frame(OK, ())
+        if op == SET:
+            return self._set(f[0], f[1])
+        if op == GET:
+            return self._block(conn, [f[0]], int(f[1]), reply_key=f[0])
+        if op == ADD:
+            value = str(int(self.data.get(f[0], b"0")) + int(f[1])).encode()
+            return self._set(f[0], value, reply=value)
+        if op == CHECK:
+            return frame(OK, (b"1" if all(k in self.data for k in f) else b"0",))
+        if op == DELETE:
+            gone = 0
+            for k in f:
+                value = self.data.pop(k, None)
+                if value is not None:
+                    self.stored -= len(k) + len(value)
+                    gone += 1
+            return frame(OK, (str(gone).encode(),))
+        if op == WAIT:
+            if len(f) - 1 > MAX_WAIT_KEYS:
+                return frame(REFUSED, (f"a wait on {len(f) - 1} keys (at most {MAX_WAIT_KEYS})".encode(),))
+            return self._block(conn, f[1:], int(f[0]))
+        if op == MULTI_GET:
+            return self._multi_get(f)
+        if op == MULTI_SET:
+            for k, v in zip(f[0::2], f[1::2]):
+                refused = self._set(k, v)
+                if refused is not _SET_OK:
+                    return refused
+            return _SET_OK
+        return frame(REFUSED, (b"an unknown request",))
+
+    def _set(self, key: bytes, value: bytes, reply=None):
+        old = self.data.get(key)
+        grown = len(key) + len(value) - (0 if old is None else len(key) + len(old))
+        if self.stored + grown > MAX_STORED:
+            return frame(REFUSED, (f"the store holds {self.stored} B already (at most {MAX_STORED})".encode(),))
+        self.data[key] = value
+        self.stored += grown
+        for w in self._waiting.pop(key, ()):
+            w.keys.discard(key)
+            if not w.keys:
+                self._wake(w, OK)
+        return _SET_OK if reply is None else frame(OK, (reply,))
+
+    def _multi_get(self, keys) -> bytes:
+        out, room = [], MAX_MESSAGE - 64
+        for k in keys:
+            value = self.data.get(k)
+            if value is None:
+                out.append(ABSENT)
+            elif len(value) + 5 <= room:
+                out.append(PRESENT + value)
+                room -= len(value) + 5
+            else:
+                out.append(LATER)
+            room -= 5
+        return frame(OK, out)
+
+    def _block(self, conn, keys, timeout_ms: int, reply_key=None):
+        missing = {k for k in keys if k not in self.data}
+        if not missing:
+            return self._reply(reply_key)
+        w = _Waiter(conn, missing, reply_key)
+        for k in missing:
+            self._waiting.setdefault(k, set()).add(w)
+        conn.waiter = w
+        heapq.heappush(self._deadlines, (time.monotonic() + timeout_ms / 1e3, next(self._order), w))
+        return None
+
+    def _reply(self, reply_key):
+        return frame(OK, (self.data[reply_key],) if reply_key is not None else ())
+
+    def _forget(self, w):
+        """A waiter answered, timed out or closed: out of the index."""
+        w.done = True
+        w.conn.waiter = None
+        for k in w.keys:
+            waiting = self._waiting.get(k)
+            if waiting is not None:
+                waiting.discard(w)
+                if not waiting:
+                    del self._waiting[k]
+
+    def _wake(self, w, status: int):
+        self._forget(w)
+        conn = w.conn
+        if conn.fd not in self._conns:
+            return
+        ready = status == OK and (w.reply_key is None or w.reply_key in self.data)
+        self._send(conn, self._reply(w.reply_key) if ready else frame(TIMED_OUT, ()))
+        self._woken.append(conn)      # served again by the loop: no recursion through _serve
+
+    def _expire(self):
+        now = time.monotonic()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, _, w = heapq.heappop(self._deadlines)
+            if not w.done:
+                self._wake(w, TIMED_OUT)
+        if self._deadlines and len(self._deadlines) > 4 * (len(self._conns) + 16):
+            # finished waiters stay in the heap until their deadline: drop them in bulk
+            self._deadlines = [d for d in self._deadlines if not d[2].done]
+            heapq.heapify(self._deadlines)
+        while self._hellos:
+            oldest = next(iter(self._hellos.values()))
+            if now - oldest.born <= AUTH_WINDOW:
+                break
+            self.refused_hellos += 1
+            self._close(oldest)
+
+
+_SET_OK = frame(OK, ())
+_NOT_OURS = frame(REFUSED, (b"this process does not hold the run's secret: its COMM_BENCH_SECRET or "
+                            b"COMM_BENCH_SECRET_FILE differs from rank 0's",))
