@@ -28,14 +28,17 @@ MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
 MAX_HELLO = 256               # what a connection may send before it has authenticated
 SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET, AUTH = range(9)
 OK, TIMED_OUT, REFUSED = range(3)
-# multi_get's per-key marks: the value follows, the key is absent, the reply had no room
-PRESENT, ABSENT, LATER = b"\x01", b"\x00", b"\x02"
+ABSENT, LATER = -1, -2        # multi_get's lengths: the key is absent; the reply had no room
 _LEN = struct.Struct("!I")
 
 
 def frame(head: int, fields) -> bytes:
-    body = bytes([head]) + b"".join(_LEN.pack(len(f)) + f for f in fields)
-    return _LEN.pack(len(body)) + body
+    parts, size = [b"", bytes([head])], 1
+    for f in fields:
+        parts += (_LEN.pack(len(f)), f)
+        size += 4 + len(f)
+    parts[0] = _LEN.pack(size)
+    return b"".join(parts)
 
 
 def fields_of(body) -> list:
@@ -50,19 +53,52 @@ def fields_of(body) -> list:
     return fields
 
 
+# Lists travel as two or three fields, so that neither side loops over thousands of fields in
+# Python: keys joined by NUL (no key holds one), and values as their lengths (int32, little
+# endian; ABSENT or LATER in place of a length) and their bytes end to end.
+def join_keys(keys) -> bytes:
+    joined = b"\0".join(k.encode() if isinstance(k, str) else k for k in keys)
+    if joined.count(b"\0") != max(0, len(keys) - 1):
+        raise ValueError("a store key holds a NUL byte")
+    return joined
+
+
+def split_keys(joined: bytes) -> list:
+    return joined.split(b"\0") if joined else []
+
+
+def pack_values(lengths, values) -> tuple:
+    return struct.pack(f"<{len(lengths)}i", *lengths), b"".join(values)
+
+
+def unpack_values(lengths: bytes, blob: bytes) -> list:
+    """Each value (bytes), or ABSENT / LATER where the key had none or did not fit."""
+    out, at = [], 0
+    for n in struct.unpack(f"<{len(lengths) // 4}i", lengths):
+        if n < 0:
+            out.append(n)
+        else:
+            out.append(blob[at:at + n])
+            at += n
+    if at != len(blob):
+        raise struct.error("values and their lengths disagree")
+    return out
+
+
 def proof(secret: bytes, challenge: bytes) -> bytes:
     """What a client answers the server's challenge with."""
     return hmac.new(secret, b"comm-bench store\0" + challenge, hashlib.sha256).digest()
 
 
-def _recv_exact(sock, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
+def _recv_exact(sock, n: int) -> bytearray:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        if not k:
             raise ConnectionError("the rendezvous store closed the connection")
-        buf += chunk
-    return bytes(buf)
+        got += k
+    return buf
 
 
 def _read_frame(sock):
@@ -139,7 +175,7 @@ class LightStore:
         return int(self._call(ADD, (key, str(int(amount))))[0])
 
     def check(self, keys) -> bool:
-        return self._call(CHECK, list(keys))[0] == b"1"
+        return self._call(CHECK, (join_keys(list(keys)),))[0] == b"1"
 
     def delete_key(self, key: str) -> bool:
         return self._call(DELETE, (key,))[0] == b"1"
@@ -148,28 +184,28 @@ class LightStore:
         """How many of `keys` existed (and are gone now)."""
         keys, gone = list(keys), 0
         for at in range(0, len(keys), 4096):
-            gone += int(self._call(DELETE, keys[at:at + 4096])[0])
+            gone += int(self._call(DELETE, (join_keys(keys[at:at + 4096]),))[0])
         return gone
 
     def wait(self, keys, timeout=None) -> None:
         """timeout: a datetime.timedelta, as TCPStore takes it, or seconds."""
         seconds = self.timeout if timeout is None else getattr(timeout, "total_seconds", lambda: timeout)()
-        self._call(WAIT, [self._ms(seconds), *keys], seconds)
+        self._call(WAIT, (self._ms(seconds), join_keys(list(keys))), seconds)
 
     def multi_get(self, keys) -> list:
         """Each key's value, or None where it is absent; never waits. The server answers as
         many as fit one message; the rest are asked again."""
-        keys = [k.encode() if isinstance(k, str) else k for k in keys]
+        keys = list(keys)
         found: list = [None] * len(keys)
         todo = list(range(len(keys)))
         while todo:
-            out = self._call(MULTI_GET, [keys[i] for i in todo])
+            lengths, blob = self._call(MULTI_GET, (join_keys([keys[i] for i in todo]),))
             later = []
-            for i, f in zip(todo, out):
-                if f[:1] == PRESENT:
-                    found[i] = f[1:]
-                elif f[:1] == LATER:
+            for i, v in zip(todo, unpack_values(lengths, blob)):
+                if v == LATER:
                     later.append(i)
+                elif v != ABSENT:
+                    found[i] = v
             if len(later) == len(todo):
                 raise ConnectionError(f"the rendezvous store holds a value too large to return "
                                       f"(at most {MAX_MESSAGE} B)")
@@ -179,11 +215,14 @@ class LightStore:
     def multi_set(self, keys, values) -> None:
         batch, size = [], 0
         for k, v in zip(keys, values):
-            k = k.encode() if isinstance(k, str) else k
             if batch and size + len(k) + len(v) > MAX_MESSAGE // 2:
-                self._call(MULTI_SET, batch)
+                self._multi_set(batch)
                 batch, size = [], 0
-            batch += [k, v]
+            batch.append((k, v))
             size += len(k) + len(v) + 8
         if batch:
-            self._call(MULTI_SET, batch)
+            self._multi_set(batch)
+
+    def _multi_set(self, pairs) -> None:
+        values = [v for _, v in pairs]
+        self._call(MULTI_SET, (join_keys([k for k, _ in pairs]), *pack_values([len(v) for v in values], values)))

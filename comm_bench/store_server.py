@@ -6,8 +6,10 @@ What it promises (docs/reliability.md, "The rendezvous store"):
   frame (at most MAX_HELLO bytes) within AUTH_WINDOW seconds, or it is closed: a process
   without the secret can neither write, wait, nor make the server hold more than a hello.
 - Memory is bounded: a connection's request is read only while it has no reply pending
-  (so it holds at most one message in and one out), and stored values are capped at
-  MAX_STORED bytes in total (a SET beyond it is refused, naming the cap).
+  (so it holds at most one message in and one out); while replies not yet sent exceed
+  MAX_OUTBOUND in total (4,096 ranks reading a 4 MB gather at once), further requests
+  wait their turn; stored values are capped at MAX_STORED bytes in total (a SET beyond it
+  is refused, naming the cap).
 - A blocked GET or WAIT is indexed by the keys it waits for: a SET wakes only its own
   waiters. A WAIT names at most MAX_WAIT_KEYS keys.
 - An accept that fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
@@ -29,12 +31,13 @@ import threading
 import time
 
 from .light_store import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
-                          MULTI_GET, MULTI_SET, OK, PRESENT, REFUSED, SET, TIMED_OUT, WAIT, _LEN,
-                          fields_of, frame, proof)
+                          MULTI_GET, MULTI_SET, OK, REFUSED, SET, TIMED_OUT, WAIT, _LEN, fields_of,
+                          frame, pack_values, proof, split_keys, unpack_values)
 
 AUTH_WINDOW = 10.0            # seconds a connection has to prove it holds the secret
 MAX_STORED = 1 << 30          # bytes of keys and values held in total
 MAX_WAIT_KEYS = 1 << 16       # keys one WAIT may name (a 4,096-rank gather names 4,096)
+MAX_OUTBOUND = 256 << 20      # bytes of replies not yet sent, in total: past it, requests wait
 _SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -43,7 +46,7 @@ class _Conn:
 
     def __init__(self, sock):
         self.sock, self.fd, self.events = sock, sock.fileno(), 0
-        self.inbox, self.outbox = bytearray(), bytearray()
+        self.inbox, self.outbox = bytearray(), memoryview(b"")  # a reply is sent from a view
         self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
         self.waiter = None
 
@@ -74,6 +77,8 @@ class StoreServer:
         self._conns: dict = {}                    # fd -> _Conn
         self._hellos: dict = {}                   # fd -> _Conn not yet authenticated, oldest first
         self._woken: list = []                    # connections whose wait ended: serve them again
+        self.outbound = 0                         # bytes of replies not yet sent
+        self._held: dict = {}                     # fd -> _Conn whose request waits for outbound room
         self._reserve = self._open_reserve()
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ, None)
@@ -152,6 +157,8 @@ class StoreServer:
         if self._conns.pop(conn.fd, None) is None:
             return
         self._hellos.pop(conn.fd, None)
+        self._held.pop(conn.fd, None)
+        self.outbound -= len(conn.outbox)
         if conn.waiter is not None:
             self._forget(conn.waiter)
         if conn.events:
@@ -186,6 +193,9 @@ class StoreServer:
         """Answer the inbox's whole frames in turn until one must wait or a reply is still
         being sent: a connection has one request in hand at a time."""
         while conn.fd in self._conns and conn.waiter is None and not conn.outbox and len(conn.inbox) >= 4:
+            if self.outbound > MAX_OUTBOUND and conn.authed:
+                self._held[conn.fd] = conn      # served again once replies have drained
+                break
             (size,) = _LEN.unpack_from(conn.inbox)
             if not 1 <= size <= conn.limit - 4:
                 self._close(conn)           # a bad or oversized frame ends that connection only
@@ -203,7 +213,8 @@ class StoreServer:
         self._update(conn)
 
     def _send(self, conn, data: bytes):
-        conn.outbox += data
+        conn.outbox = memoryview(bytes(conn.outbox) + data) if conn.outbox else memoryview(data)
+        self.outbound += len(data)
         self._write(conn)
 
     def _write(self, conn):
@@ -216,13 +227,19 @@ class StoreServer:
         except OSError:
             self._close(conn)
             return
-        del conn.outbox[:sent]
+        # a view keeps its whole reply alive: drop it once sent (1,024 x 1 MB otherwise)
+        conn.outbox = conn.outbox[sent:] if sent < len(conn.outbox) else memoryview(b"")
+        self.outbound -= sent
+        if self._held and self.outbound <= MAX_OUTBOUND // 2:
+            held, self._held = list(self._held.values()), {}
+            self._woken += held
 
     def _update(self, conn):
         """Wait to write while a reply is unsent; to read while nothing is pending; else neither."""
         if conn.fd not in self._conns:
             return
-        events = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ if conn.waiter is None else 0
+        idle = conn.waiter is None and conn.fd not in self._held
+        events = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ if idle else 0
         if events == conn.events:
             return
         if not conn.events:
@@ -252,23 +269,27 @@ class StoreServer:
             value = str(int(self.data.get(f[0], b"0")) + int(f[1])).encode()
             return self._set(f[0], value, reply=value)
         if op == CHECK:
-            return frame(OK, (b"1" if all(k in self.data for k in f) else b"0",))
+            return frame(OK, (b"1" if all(k in self.data for k in split_keys(f[0])) else b"0",))
         if op == DELETE:
             gone = 0
-            for k in f:
+            for k in split_keys(f[0]):
                 value = self.data.pop(k, None)
                 if value is not None:
                     self.stored -= len(k) + len(value)
                     gone += 1
             return frame(OK, (str(gone).encode(),))
         if op == WAIT:
-            if len(f) - 1 > MAX_WAIT_KEYS:
-                return frame(REFUSED, (f"a wait on {len(f) - 1} keys (at most {MAX_WAIT_KEYS})".encode(),))
-            return self._block(conn, f[1:], int(f[0]))
+            keys = split_keys(f[1])
+            if len(keys) > MAX_WAIT_KEYS:
+                return frame(REFUSED, (f"a wait on {len(keys)} keys (at most {MAX_WAIT_KEYS})".encode(),))
+            return self._block(conn, keys, int(f[0]))
         if op == MULTI_GET:
-            return self._multi_get(f)
+            return self._multi_get(split_keys(f[0]))
         if op == MULTI_SET:
-            for k, v in zip(f[0::2], f[1::2]):
+            keys, values = split_keys(f[0]), unpack_values(f[1], f[2])
+            if len(keys) != len(values) or any(isinstance(v, int) for v in values):
+                return frame(REFUSED, (b"a malformed request",))
+            for k, v in zip(keys, values):
                 refused = self._set(k, v)
                 if refused is not _SET_OK:
                     return refused
@@ -289,18 +310,19 @@ class StoreServer:
         return _SET_OK if reply is None else frame(OK, (reply,))
 
     def _multi_get(self, keys) -> bytes:
-        out, room = [], MAX_MESSAGE - 64
+        lengths, values, room = [], [], MAX_MESSAGE - 64 - 4 * len(keys)
+        get = self.data.get
         for k in keys:
-            value = self.data.get(k)
+            value = get(k)
             if value is None:
-                out.append(ABSENT)
-            elif len(value) + 5 <= room:
-                out.append(PRESENT + value)
-                room -= len(value) + 5
+                lengths.append(ABSENT)
+            elif len(value) <= room:
+                lengths.append(len(value))
+                values.append(value)
+                room -= len(value)
             else:
-                out.append(LATER)
-            room -= 5
-        return frame(OK, out)
+                lengths.append(LATER)
+        return frame(OK, pack_values(lengths, values))
 
     def _block(self, conn, keys, timeout_ms: int, reply_key=None):
         missing = {k for k in keys if k not in self.data}

@@ -1,7 +1,7 @@
 """Heartbeats: a rank that dies or hangs makes every other rank stop, naming it.
 
-Every rank bumps a counter `hb/<rank>` in the store each second from a thread
-with its own store connection (so it keeps beating while the main thread is
+Every rank bumps a counter `hb/<rank>` in the store each second (a second more per
+thousand ranks: rank 0 answers them all) from a thread with its own store connection (so it keeps beating while the main thread is
 inside native code, which releases the GIL). Rank 0, which hosts the store,
 watches all counters; a counter that does not move for --timeout seconds,
 or an abort posted by a failing rank, makes rank 0 post `abort` with the
@@ -24,13 +24,19 @@ import time
 ABORT_KEY = "cb/abort"
 
 
+def beat_interval(world_size: int) -> float:
+    return 1.0 + world_size // 1000
+
+
 class Watchdog:
     def __init__(self, store, rank: int, world_size: int, rank_hosts: list, timeout: float,
                  on_abort):
         self.rank, self.world_size, self.rank_hosts = rank, world_size, rank_hosts
-        # silent for the whole --timeout before a peer counts as dead; beats come once a
-        # second, so never less than 2 s
-        self.stale_after = max(2.0, timeout)
+        # a beat a second, one more second per thousand ranks (rank 0's store answers every
+        # rank's beat); silent for the whole --timeout, and at least 4 beats, before a peer
+        # counts as dead
+        self.interval = beat_interval(world_size)
+        self.stale_after = max(2.0, timeout, 4 * self.interval)
         self.on_abort = on_abort      # called with the failure dict before exiting
         self._store = store
         self._client = store.client(timeout=self.stale_after)
@@ -78,11 +84,12 @@ class Watchdog:
     # -- the thread ----------------------------------------------------------
     def _loop(self):
         last_seen = {r: (None, time.monotonic()) for r in range(self.world_size)}
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(self.interval):
             try:
                 self._client.beat(f"cb/hb/{self.rank}")
-                if self._client.check([ABORT_KEY]):
-                    self.stop_for(json.loads(self._client.get(ABORT_KEY)))
+                posted = self._client.payloads([ABORT_KEY])[0]   # None: absent, forged or replayed
+                if posted is not None:
+                    self.stop_for(json.loads(posted))
                 if self.rank == 0:
                     self._watch(last_seen)
                 self._answered = time.monotonic()
@@ -103,11 +110,14 @@ class Watchdog:
                                          f"no answer for {silent:.0f} s)"})
 
     def _watch(self, last_seen):
+        """Every rank's done mark and heartbeat in one store call (4,096 ranks: not 12,288)."""
         now = time.monotonic()
-        for r in range(1, self.world_size):
-            if self._client.check([f"cb/done/{r}"]):
+        others = range(1, self.world_size)
+        values = self._client.payloads([f"cb/done/{r}" for r in others] + [f"cb/hb/{r}" for r in others])
+        for r, done, beat in zip(others, values[:len(others)], values[len(others):]):
+            if done is not None:
                 continue
-            beat = self._client.beats(f"cb/hb/{r}")  # None: absent or forged
+            beat = None if beat is None else int(beat)  # None: absent, forged or replayed
             prev, since = last_seen[r]
             if beat != prev:
                 last_seen[r] = (beat, now)

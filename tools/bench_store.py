@@ -1,0 +1,161 @@
+"""comm-bench's rendezvous store (light_store + store_server) against torch's TCPStore
+(libuv backend, the store torch.distributed uses at scale) under the same load: N light
+clients (threads in a few processes, each with its own connection, not full ranks), each
+store in a server process of its own, as rank 0 hosts it. The stores alternate, round by
+round. Per N and store: the wall time of a barrier (each client sets its arrival; client 0
+waits for all, then releases the others, as rendezvous.Store.barrier does) and of an
+all-gather of 1 KiB per client (set, wait for every key, read them all in one multi_get),
+and the server process's peak resident memory.
+
+    .venv/bin/python tools/bench_store.py --clients 256 1024 4096 --rounds 3
+
+Results: docs/benchmarks/store.md.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+from datetime import timedelta
+
+SECRET = b"bench-store-secret-0123456789abcdef"
+HOST = "127.0.0.1"
+
+
+def _raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _serve(kind: str, port: int, ready, stop):
+    _raise_nofile()
+    if kind == "comm-bench":
+        from comm_bench.light_store import LightStore
+        from comm_bench.rendezvous import _listener
+        store = LightStore(HOST, port, True, 600.0, _listener(HOST, port, True), secret=SECRET)
+    else:
+        from torch.distributed import TCPStore
+        store = TCPStore(HOST, port, None, True, timedelta(seconds=600), wait_for_workers=False,
+                         use_libuv=True)
+    ready.set()
+    stop.wait()
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+    return peak
+
+
+def _client(kind: str, port: int):
+    if kind == "comm-bench":
+        from comm_bench.light_store import LightStore
+        return LightStore(HOST, port, False, 600.0, secret=SECRET)
+    from torch.distributed import TCPStore
+    return TCPStore(HOST, port, None, False, timedelta(seconds=600), wait_for_workers=False,
+                    use_libuv=True)
+
+
+def _clients(kind, port, first, count, total, connected, go, out):
+    """One process: `count` threads, clients first .. first+count-1 of `total`."""
+    _raise_nofile()
+    done = [None] * count
+    stores = [None] * count
+
+    def connect(i):
+        stores[i] = _client(kind, port)
+
+    def work(i):
+        me, s = first + i, stores[i]
+        go.wait()
+        s.set(f"b/{me}", b"1")
+        if me == 0:
+            s.wait([f"b/{r}" for r in range(total)], timedelta(seconds=600))
+            s.set("b/go", b"1")
+        else:
+            s.wait(["b/go"], timedelta(seconds=600))
+        barrier_done = time.monotonic()
+        s.set(f"g/{me}", os.urandom(1024))
+        keys = [f"g/{r}" for r in range(total)]
+        s.wait(keys, timedelta(seconds=600))
+        values = s.multi_get(keys)
+        assert len(values) == total and all(len(v) == 1024 for v in values)
+        done[i] = (barrier_done, time.monotonic())
+
+    threads = [threading.Thread(target=connect, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    connected.release()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put(done)
+
+
+def one_round(kind: str, n: int, procs: int) -> dict:
+    ctx = mp.get_context("fork")
+    from comm_bench.netutil import free_port
+    port = free_port()
+    ready, stop = ctx.Event(), ctx.Event()
+    peak_q = ctx.Queue()
+    server = ctx.Process(target=lambda: peak_q.put(_serve(kind, port, ready, stop)))
+    server.start()
+    ready.wait(120)
+    connected, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    per = [n // procs + (1 if p < n % procs else 0) for p in range(procs)]
+    starts = [sum(per[:p]) for p in range(procs)]
+    workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out))
+               for p in range(procs) if per[p]]
+    for w in workers:
+        w.start()
+    for _ in workers:
+        connected.acquire()
+    t0 = time.monotonic()
+    go.set()
+    done = [d for _ in workers for d in out.get(timeout=900)]
+    for w in workers:
+        w.join()
+    stop.set()
+    peak = peak_q.get(timeout=60)
+    server.join()
+    barrier_end = max(d[0] for d in done)
+    return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end,
+            "server_peak_mb": peak}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clients", type=int, nargs="+", default=[256, 1024, 4096])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--procs", type=int, default=4, help="client processes (threads spread over them)")
+    a = p.parse_args()
+    _raise_nofile()
+    print("| clients | store | barrier s (median, min-max) | all-gather 1 KiB s (median, min-max) "
+          "| server peak MB (max) |")
+    print("|---|---|---|---|---|")
+    for n in a.clients:
+        runs = {"comm-bench": [], "TCPStore": []}
+        for _ in range(a.rounds):
+            for kind in runs:                    # alternate: both see the same machine state
+                runs[kind].append(one_round(kind, n, a.procs))
+        for kind, rs in runs.items():
+            def fig(name):
+                v = [r[name] for r in rs]
+                return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+            print(f"| {n} | {kind} | {fig('barrier_s')} | {fig('allgather_s')} | "
+                  f"{max(r['server_peak_mb'] for r in rs):.0f} |", flush=True)
+        b = [x["barrier_s"] / y["barrier_s"] for x, y in zip(runs["comm-bench"], runs["TCPStore"])]
+        g = [x["allgather_s"] / y["allgather_s"] for x, y in zip(runs["comm-bench"], runs["TCPStore"])]
+        print(f"| {n} | ratio comm-bench/TCPStore, pair by pair | "
+              f"{', '.join(f'{r:.2f}' for r in b)} | {', '.join(f'{r:.2f}' for r in g)} | |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
