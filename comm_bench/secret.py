@@ -47,7 +47,8 @@ def run_secret(info) -> tuple:
     if info.launcher == "mpirun" and not (info.master_addr and info.master_port):
         from mpi4py import MPI  # present: the store's address came the same way (launch.py)
         return MPI.COMM_WORLD.bcast(new_secret() if info.rank == 0 else None, root=0).encode(), "mpi"
-    parts = [info.launcher, str(info.master_addr), str(info.master_port), str(info.world_size)]
+    # not WORLD_SIZE: ranks handed different ones must still meet, to be told so (world_size.py)
+    parts = [info.launcher, str(info.master_addr), str(info.master_port)]
     parts += [os.environ.get(name, "") for name in _LAUNCH_IDS]
     return hashlib.sha256("\0".join(["comm-bench derived"] + parts).encode()).hexdigest().encode(), "derived"
 

@@ -378,4 +378,5 @@ class StoreServer:
 
 _SET_OK = frame(OK, ())
 _NOT_OURS = frame(REFUSED, (b"this process does not hold the run's secret: its COMM_BENCH_SECRET or "
-                            b"COMM_BENCH_SECRET_FILE differs from rank 0's",))
+                            b"COMM_BENCH_SECRET_FILE, or (without them) its launcher, MASTER_ADDR, "
+                            b"MASTER_PORT or job ids, differ from rank 0's",))

@@ -191,13 +191,13 @@ def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
         raise UsageError(f"another process already runs as rank {info.rank} of this run "
                          f"(at {master}:{port}): each rank needs its own RANK")
     same_world.post(store, info)
-    store.joined = join(store, started)
+    store.joined = same_world.explained(store, info, lambda: join(store, started))
     if source == "derived" and info.rank == 0 and not all_local:
         print(f"comm-bench: note: the store's messages are sealed with a key derived from the launch "
               f"environment, not a secret: set {SECRET_FILE_ENV} (docs/reliability.md)", file=sys.stderr)
     me = {"rank": info.rank, "host": socket.gethostname(), "local_rank": info.local_rank,
           "pid": os.getpid(), "addr": own_address(master, cfg.addr)}
-    table = same_world.gather(store, info, "cb/ranks", me)
+    table = same_world.explained(store, info, lambda: store.all_gather("cb/ranks", me))
     run = (cfg.runner or _RankRun)(cfg, info, cls, store, table)
     return run.execute()
 

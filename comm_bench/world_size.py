@@ -3,10 +3,11 @@ out inconsistently) would wait for ranks that never come and then blame heartbea
 timeouts. Each rank posts the world size it was given; a rank whose figure is not rank
 0's, or that finds one that is not its own, names the disagreement (exit 2).
 
-The figures travel unsealed: a secret derived from the launch environment includes
-WORLD_SIZE, so ranks that disagree on it cannot read each other's sealed values. A
-forged figure can only make a rank refuse to start (interference the store allows
-anyway, docs/reliability.md), never make it run with a wrong world size."""
+The figures travel unsealed, before the ranks have agreed the run nonce (a secret
+derived from the launch environment leaves WORLD_SIZE out, so such ranks still meet). A
+forged figure (torch's TCPStore admits anyone) can only make a rank refuse to start
+(interference that store allows anyway, docs/reliability.md), never make it run with a
+wrong world size."""
 from __future__ import annotations
 
 from .errors import RunFailed, UsageError
@@ -16,20 +17,22 @@ KEY = "cb/world_size/{}"
 
 def post(store, info) -> None:
     """This rank's WORLD_SIZE, then (ranks > 0) rank 0's compared with it at once."""
-    store.raw.set(KEY.format(info.rank), str(info.world_size))
+    store.raw_call("post its WORLD_SIZE", store.raw.set, KEY.format(info.rank), str(info.world_size))
     if info.rank != 0:
         theirs = _figure(store, 0)
         if theirs is not None and theirs != info.world_size:
             raise UsageError(_disagree(info.rank, info.world_size, 0, theirs))
 
 
-def gather(store, info, tag, me) -> list:
-    """store.all_gather, with a timeout explained by a rank posting another world size."""
+def explained(store, info, meet):
+    """meet() (the ranks' first meeting), with a timeout explained by a rank posting another
+    world size."""
     try:
-        return store.all_gather(tag, me)
+        return meet()
     except RunFailed:
         for r in range(info.world_size):
-            theirs = _figure(store, r) if r != info.rank and store.raw.check([KEY.format(r)]) else None
+            posted = r != info.rank and store.raw_call("read WORLD_SIZEs", store.raw.check, [KEY.format(r)])
+            theirs = _figure(store, r) if posted else None
             if theirs is not None and theirs != info.world_size:
                 raise UsageError(_disagree(r, theirs, info.rank, info.world_size)) from None
         raise

@@ -88,7 +88,9 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--force", is_flag=True, envvar=_env("force"),
               help="Replace -o even if it is not a comm-bench results document.")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
-              help="Seconds before a silent peer counts as dead.")
+              help="Seconds before a silent peer counts as dead. At start-up the ranks wait "
+                   "as long as others keep arriving: the meeting fails only after --timeout "
+                   "seconds with no new rank (a thousand ranks may take minutes to start).")
 @click.option("--addr", default=None, envvar=_env("addr"),
               help="Address peers reach this rank on (default: route towards the store host).")
 @click.option("--oversubscribe", is_flag=True, envvar=_env("oversubscribe"),
