@@ -12,83 +12,19 @@ Every connection proves first that it holds the run's secret (an HMAC of a chall
 server draws), so a process without it can neither write nor make the server hold memory
 or wait for it. Values are opaque bytes (rendezvous.Store seals them as well).
 
-Frames: a 4-byte length, then the op (one byte) and its fields, each a 4-byte length and
-bytes. Replies: a status byte (0 ok, 1 timed out, 2 refused) and fields.
+The wire format is store_wire.py's.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import socket
 import struct
 import threading
 import time
 
-MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
-MAX_HELLO = 256               # what a connection may send before it has authenticated
-SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET, AUTH = range(9)
-OK, TIMED_OUT, REFUSED = range(3)
-ABSENT, LATER = -1, -2        # multi_get's lengths: the key is absent; the reply had no room
-_LEN = struct.Struct("!I")
-
-
-def frame(head: int, fields) -> bytes:
-    parts, size = [b"", bytes([head])], 1
-    for f in fields:
-        parts += (_LEN.pack(len(f)), f)
-        size += 4 + len(f)
-    parts[0] = _LEN.pack(size)
-    return b"".join(parts)
-
-
-def fields_of(body) -> list:
-    """The fields of a frame's body (after its head byte); struct.error if it is cut short."""
-    fields, at = [], 1
-    while at < len(body):
-        (n,) = _LEN.unpack_from(body, at)
-        if at + 4 + n > len(body):
-            raise struct.error("a field runs past its frame")
-        fields.append(bytes(body[at + 4:at + 4 + n]))
-        at += 4 + n
-    return fields
-
-
-# Lists travel as two or three fields, so that neither side loops over thousands of fields in
-# Python: keys joined by NUL (no key holds one), and values as their lengths (int32, little
-# endian; ABSENT or LATER in place of a length) and their bytes end to end.
-def join_keys(keys) -> bytes:
-    joined = b"\0".join(k.encode() if isinstance(k, str) else k for k in keys)
-    if joined.count(b"\0") != max(0, len(keys) - 1):
-        raise ValueError("a store key holds a NUL byte")
-    return joined
-
-
-def split_keys(joined: bytes) -> list:
-    return joined.split(b"\0") if joined else []
-
-
-def pack_values(lengths, values) -> tuple:
-    return struct.pack(f"<{len(lengths)}i", *lengths), b"".join(values)
-
-
-def unpack_values(lengths: bytes, blob: bytes) -> list:
-    """Each value (bytes), or ABSENT / LATER where the key had none or did not fit."""
-    out, at = [], 0
-    for n in struct.unpack(f"<{len(lengths) // 4}i", lengths):
-        if n < 0:
-            out.append(n)
-        else:
-            out.append(blob[at:at + n])
-            at += n
-    if at != len(blob):
-        raise struct.error("values and their lengths disagree")
-    return out
-
-
-def proof(secret: bytes, challenge: bytes) -> bytes:
-    """What a client answers the server's challenge with."""
-    return hmac.new(secret, b"comm-bench store\0" + challenge, hashlib.sha256).digest()
-
+from .store_server import StoreServer
+from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSAGE, MULTI_GET, MULTI_SET,
+                         OK, SET, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys, pack_values, proof,
+                         unpack_values)
 
 def _recv_exact(sock, n: int) -> bytearray:
     buf = bytearray(n)
@@ -114,8 +50,6 @@ class LightStore:
 
     def __init__(self, host: str, port: int, is_master: bool, timeout: float, listen_fd: int | None = None,
                  *, secret: bytes):
-        from .store_server import StoreServer
-
         self.timeout = timeout
         self._server = StoreServer(listen_fd, secret) if is_master else None
         self._lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""The server side of light_store: one thread, one event loop (selectors), every
+"""The server side of the rendezvous store (light_store.py is the client): one thread, one event loop (selectors), every
 connection non-blocking, so rank 0 serves thousands of ranks with a socket each.
 
 What it promises (docs/reliability.md, "The rendezvous store"):
@@ -30,7 +30,7 @@ import struct
 import threading
 import time
 
-from .light_store import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
+from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
                           MULTI_GET, MULTI_SET, OK, REFUSED, SET, TIMED_OUT, WAIT, _LEN, fields_of,
                           frame, pack_values, proof, split_keys, unpack_values)
 

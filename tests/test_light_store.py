@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from comm_bench.light_store import AUTH, MAX_HELLO, MAX_MESSAGE, OK, LightStore, _read_frame, frame, proof
+from comm_bench.light_store import LightStore, _read_frame
+from comm_bench.store_wire import AUTH, MAX_HELLO, MAX_MESSAGE, OK, frame, proof
 from comm_bench.netutil import free_port
 from comm_bench.rendezvous import _listener
 

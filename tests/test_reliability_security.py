@@ -14,7 +14,8 @@ from torch.distributed import TCPStore  # imported here: the other user's child 
 
 from comm_bench.errors import RunFailed
 from comm_bench.netutil import free_port
-from comm_bench.light_store import SET, LightStore, frame
+from comm_bench.light_store import LightStore
+from comm_bench.store_wire import SET, frame
 from comm_bench.rendezvous import Store
 
 from cbtest import COMM_BENCH, assert_no_traceback, load_results, rank_pids, run_cli

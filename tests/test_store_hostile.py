@@ -14,7 +14,7 @@ import pytest
 from torch.distributed import TCPStore
 
 from comm_bench.join import join
-from comm_bench.light_store import SET, WAIT, frame
+from comm_bench.store_wire import SET, WAIT, frame
 from comm_bench.netutil import free_port
 from comm_bench.rendezvous import Store
 

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 SECRET = b"bench-store-secret-0123456789abcdef"
 HOST = "127.0.0.1"
+OP_TIMEOUT_S = 120            # a client whose wait outlasts this fails the round
 
 
 def _raise_nofile():
@@ -40,10 +41,11 @@ def _serve(kind: str, port: int, ready, stop):
         store = LightStore(HOST, port, True, 600.0, _listener(HOST, port, True), secret=SECRET)
     else:
         from torch.distributed import TCPStore
-        store = TCPStore(HOST, port, None, True, timedelta(seconds=600), wait_for_workers=False,
+        store = TCPStore(HOST, port, None, True, timedelta(seconds=OP_TIMEOUT_S), wait_for_workers=False,
                          use_libuv=True)
     ready.set()
     stop.wait()
+    del store       # served until the clients were done
     with open("/proc/self/status") as f:
         peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
     return peak
@@ -54,7 +56,7 @@ def _client(kind: str, port: int):
         from comm_bench.light_store import LightStore
         return LightStore(HOST, port, False, 600.0, secret=SECRET)
     from torch.distributed import TCPStore
-    return TCPStore(HOST, port, None, False, timedelta(seconds=600), wait_for_workers=False,
+    return TCPStore(HOST, port, None, False, timedelta(seconds=OP_TIMEOUT_S), wait_for_workers=False,
                     use_libuv=True)
 
 
@@ -68,18 +70,24 @@ def _clients(kind, port, first, count, total, connected, go, out):
         stores[i] = _client(kind, port)
 
     def work(i):
+        try:
+            run(i)
+        except Exception as exc:  # noqa: BLE001 - a client that failed or timed out is counted
+            done[i] = repr(exc)
+
+    def run(i):
         me, s = first + i, stores[i]
         go.wait()
         s.set(f"b/{me}", b"1")
         if me == 0:
-            s.wait([f"b/{r}" for r in range(total)], timedelta(seconds=600))
+            s.wait([f"b/{r}" for r in range(total)], timedelta(seconds=OP_TIMEOUT_S))
             s.set("b/go", b"1")
         else:
-            s.wait(["b/go"], timedelta(seconds=600))
+            s.wait(["b/go"], timedelta(seconds=OP_TIMEOUT_S))
         barrier_done = time.monotonic()
         s.set(f"g/{me}", os.urandom(1024))
         keys = [f"g/{r}" for r in range(total)]
-        s.wait(keys, timedelta(seconds=600))
+        s.wait(keys, timedelta(seconds=OP_TIMEOUT_S))
         values = s.multi_get(keys)
         assert len(values) == total and all(len(v) == 1024 for v in values)
         done[i] = (barrier_done, time.monotonic())
@@ -118,12 +126,15 @@ def one_round(kind: str, n: int, procs: int) -> dict:
         connected.acquire()
     t0 = time.monotonic()
     go.set()
-    done = [d for _ in workers for d in out.get(timeout=900)]
+    done = [d for _ in workers for d in out.get(timeout=4 * OP_TIMEOUT_S)]
     for w in workers:
         w.join()
     stop.set()
     peak = peak_q.get(timeout=60)
     server.join()
+    failed = [d for d in done if isinstance(d, str)]
+    if failed:
+        return {"failed": len(failed), "why": failed[0], "server_peak_mb": peak}
     barrier_end = max(d[0] for d in done)
     return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end,
             "server_peak_mb": peak}
@@ -145,13 +156,19 @@ def main():
             for kind in runs:                    # alternate: both see the same machine state
                 runs[kind].append(one_round(kind, n, a.procs))
         for kind, rs in runs.items():
+            ok = [r for r in rs if "failed" not in r]
+            for r in rs:
+                if "failed" in r:
+                    print(f"| {n} | {kind} | a round failed: {r['failed']} client(s), e.g. {r['why'][:120]} | | |")
+
             def fig(name):
-                v = [r[name] for r in rs]
-                return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
-            print(f"| {n} | {kind} | {fig('barrier_s')} | {fig('allgather_s')} | "
+                v = [r[name] for r in ok]
+                return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" if v else "-"
+            print(f"| {n} | {kind} ({len(ok)} of {len(rs)} rounds) | {fig('barrier_s')} | {fig('allgather_s')} | "
                   f"{max(r['server_peak_mb'] for r in rs):.0f} |", flush=True)
-        b = [x["barrier_s"] / y["barrier_s"] for x, y in zip(runs["comm-bench"], runs["TCPStore"])]
-        g = [x["allgather_s"] / y["allgather_s"] for x, y in zip(runs["comm-bench"], runs["TCPStore"])]
+        pairs = [(x, y) for x, y in zip(runs["comm-bench"], runs["TCPStore"]) if "failed" not in x and "failed" not in y]
+        b = [x["barrier_s"] / y["barrier_s"] for x, y in pairs]
+        g = [x["allgather_s"] / y["allgather_s"] for x, y in pairs]
         print(f"| {n} | ratio comm-bench/TCPStore, pair by pair | "
               f"{', '.join(f'{r:.2f}' for r in b)} | {', '.join(f'{r:.2f}' for r in g)} | |", flush=True)
     return 0
