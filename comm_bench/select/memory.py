@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+from . import shapes as SH
 from .layouts import LAYOUTS
 
 
@@ -50,7 +51,12 @@ def activation_bytes_per_layer(s, b, h, a, t=1, recompute="selective", act_bytes
 
 
 def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
-    """Bytes one transformer layer keeps for backward (micro-batch b)."""
+    """Bytes one transformer layer keeps for backward (micro-batch b); a shaped model
+    (GQA, SwiGLU, MoE: shapes.py) by its own tensors, its largest layer (a MoE one if any)."""
+    if "ffn_hidden" in w:
+        per_token = SH.activation_bytes_per_token(w, tp, sp or tp == 1, recompute, SH.moe_layers(w) > 0,
+                                                  w["bytes"]["act"])
+        return per_token * w["seq_len"] * b
     return activation_bytes_per_layer(w["seq_len"], b, w["hidden"], w["heads"], tp, recompute,
                                        w["bytes"]["act"], sp, w["attention"] == "flash")
 

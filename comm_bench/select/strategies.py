@@ -26,7 +26,7 @@ def candidates(w, cluster):
         return out
     max_tp = cluster["nvlink_domain"] if cluster["nvlink"] else 1
     for tp in _divisors(cluster["gpus_per_node"], max_tp):
-        if w["heads"] % tp or w["hidden"] % tp:
+        if w["heads"] % tp or w["hidden"] % tp or w.get("kv_heads", tp) % tp:
             continue
         for pp in _divisors(N // tp, w["layers"]):
             if (tp, pp) == (1, 1):
