@@ -26,7 +26,7 @@ from .collectives import busbw_gbs, flat, hierarchical_stages
 
 RANK = {"measured": 0, "extrapolated": 1, "assumed": 2}
 ASSUMED_ALPHA_US = {"intra-node": 10.0, "inter-node": 20.0}   # NCCL-like per-step latency
-LINK_PREFERENCE = ("all_reduce", "reduce_scatter", "all_gather", "p2p")
+LINK_PREFERENCE = ("all_reduce", "reduce_scatter", "all_gather", "p2p", "alltoall")
 
 
 def worst(*sources):

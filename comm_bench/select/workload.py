@@ -219,6 +219,17 @@ def flops_per_sample(w, recompute="none"):
     return 3 * fwd + extra
 
 
+def attention_share(w):
+    """The share of a transformer's forward FLOPs in the attention scores and their use
+    (what ring attention's sends hide behind)."""
+    if w["kind"] != "transformer":
+        return 0.0
+    s = w["seq_len"]
+    if "ffn_hidden" in w:
+        return w["layers"] * SH.attention_flops_per_token(w, s) / SH.forward_flops_per_token(w, s)
+    return 4.0 * s * w["layers"] * w["hidden"] / (2.0 * w["params"] + 4.0 * s * w["layers"] * w["hidden"])
+
+
 def tensors(w):
     """Parameter tensors (element counts) in registration order, as DDP buckets see them:
     per layer qkv 3h^2, proj h^2, fc1 4h^2, fc2 4h^2, scaled by params / (12 L h^2) so
