@@ -15,6 +15,11 @@ def assumptions(w, cl, lm, c, comp):
         out.append("global batch: one micro-batch per GPU (--global-batch)")
     elif w["global_batch_source"] != "--global-batch":
         out.append(f"global batch {w['global_batch']}: the preset's recipe, {w['global_batch_source']} (--global-batch)")
+    if c is not None and w["global_batch"] and c["global_batch"] != w["global_batch"]:
+        unit = c["micro_batch"] * c["dp"] * (c["pp"] if c["virtual_stages"] > 1 else 1)
+        out.append(f"global batch {w['global_batch']} rounded to {c['global_batch']}: the nearest multiple of "
+                   f"micro-batch {c['micro_batch']} x dp {c['dp']}" + (f" x pp {c['pp']} (interleaved)"
+                   if c["virtual_stages"] > 1 else "") + f" = {unit} (--global-batch)")
     if c is not None and not w["micro_batch_fixed"]:
         out.append(f"micro-batch {c['micro_batch']}: the fastest of 1, 2, 4, 8 that fits (--micro-batch)")
     if c is not None and w["recompute"] == "auto":
