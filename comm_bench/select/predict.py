@@ -79,9 +79,10 @@ def virtual_stages(w, pp):
     return [1] + [v for v in VIRTUAL_STAGES[1:] if w["layers"] % (pp * v) == 0 or (w["layers"] + 2) % (pp * v) == 0]
 
 
-def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None):
+def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None, virtual=None):
     """The fastest configuration of shape c that fits (or the leanest one, infeasible);
-    force: one (recompute, distributed optimizer, sequence parallel[, reshard]) set instead of the ladder."""
+    force: one (recompute, distributed optimizer, sequence parallel[, reshard]) set instead of
+    the ladder; virtual: the interleaving to use (a published run's)."""
     kind, dp = c["kind"], c["dp"]
     gb = w["global_batch"] or w["micro_batch"] * cluster["world_size"]
     if w["micro_batch_fixed"]:
@@ -90,7 +91,7 @@ def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None):
         bs = sorted({b for b in MICRO_BATCHES + (w["micro_batch"],) if b * dp <= gb} or {1})
     best, lean = None, None
     for b in bs:
-        for v in virtual_stages(w, c["pp"]):
+        for v in [virtual] if virtual else virtual_stages(w, c["pp"]):
             for sw in ([tuple(force) + (True,) * (4 - len(force))] if force else configs(kind, c["tp"], w)):
                 out = evaluate(c, w, cluster, lm, compute, Config(b, v, *sw), overlap_for, overlap, headroom)
                 if not out["feasible"]:

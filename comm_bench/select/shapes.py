@@ -68,12 +68,17 @@ def expert_params(s):
 
 
 def attention_flops_per_token(s, seq):
-    """Forward FLOPs of the attention scores and their use, per token per layer, counted
-    over the whole s x s matrix (not halved for a causal mask: the convention of Megatron-LM's
-    and Llama 3's model FLOPs): 2 s a (d_qk + d_v)."""
+    """Forward FLOPs of the attention scores and their use, per token per layer (averaged
+    over the layers), counted over the whole s x s matrix (not halved for a causal mask: the
+    convention of Megatron-LM's and Llama 3's model FLOPs): 2 s a (d_qk + d_v); a layer with
+    a sliding window w (window_layers of them, gpt-oss) attends to min(s, w) keys."""
     m = s.get("mla")
     dqk, dv = ((m["qk_nope"] + m["qk_rope"]), m["v"]) if m else (head_dim(s), head_dim(s))
-    return 2.0 * seq * s["heads"] * (dqk + dv)
+    keys = seq
+    if s.get("window"):
+        share = s["window_layers"] / s["layers"]
+        keys = (1 - share) * seq + share * min(seq, s["window"])
+    return 2.0 * keys * s["heads"] * (dqk + dv)
 
 
 def forward_flops_per_token(s, seq):
@@ -133,6 +138,12 @@ PRESETS = {
     "llama3-405b": _llama3(126, 16384, 128, 53248, "Llama-3.1-405B"),
     "mixtral-8x7b": _mixtral(32, 4096, 32, 14336, 32000, "Mixtral-8x7B-v0.1"),
     "mixtral-8x22b": _mixtral(56, 6144, 48, 16384, 32768, "Mixtral-8x22B-v0.1"),
+    "gpt-oss-120b": {"layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64, "ffn_hidden": 2880,
+                     "glu": True, "vocab": 201088, "experts": 128, "experts_per_token": 4, "expert_ffn": 2880,
+                     "window": 128, "window_layers": 18, "seq_len": 4096, "global_batch": 512,
+                     "source": "OpenAI gpt-oss model card (arXiv 2508.10925), Table 1; HF openai/gpt-oss-120b config "
+                               "(biases and attention sinks not counted)",
+                     "recipe_source": "no published recipe: 512 x 4,096, Megatron-Bridge's performance recipe (assumed)"},
     "deepseek-v3": {"layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432, "glu": True,
                     "vocab": 129280, "experts": 256, "experts_per_token": 8, "shared_experts": 1,
                     "expert_ffn": 2048, "moe_layers": 58,
