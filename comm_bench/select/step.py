@@ -107,7 +107,7 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     # time: the stage of one micro-batch
     layers_stage = max(first, middle, last)   # the slowest stage sets the pipeline's pace
     share = layers_stage / w["layers"] if transformer else 1.0
-    t_mb = compute.seconds(bc, tp, share, rc, cfg.sp)
+    t_mb = compute.seconds(bc, tp, share, rc, cfg.sp, ep)
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch
