@@ -76,3 +76,54 @@ def test_published_layouts_are_expressible_and_feasible(runs):
         assert r["recommended"] and r["recommended_vs_published"] >= 1 - 1e-3, r
     assert sum(r["seq"] >= 8192 for r in runs) >= 2
     assert sum(r["model"] in ("gpt-oss-120b", "mixtral-8x7b", "deepseek-v3") for r in runs) >= 2
+
+
+def test_expert_and_dense_weights_split_by_hand():
+    """DeepSeek-V3 on tp2 pp8 ep64: dense weights / (tp pp) + one V h / tp embedding on the end
+    stages; routed experts / (tp pp ep)."""
+    from comm_bench.select import shapes as SH
+    from comm_bench.select import workload as W
+    from comm_bench.select.step import split_params
+    w = W.build("deepseek-v3")
+    experts = SH.expert_params(w)
+    assert experts == 58 * 256 * 3 * 7168 * 2048
+    dense, exp = split_params(w, {"tp": 2, "pp": 8, "ep": 64})
+    emb = 2 * 129280 * 7168
+    assert dense == pytest.approx((w["params"] - experts - emb) / 16 + 129280 * 7168 / 2)
+    assert exp == pytest.approx(experts / (2 * 8 * 64))
+
+
+def test_fsdp_without_reshard_keeps_params_and_grads_under_a_pipeline(tmp_path):
+    """torchtitan with PP and reshard_after_forward off: (p + g) psi' + k psi' / N; resharded:
+    all three / N (+ two gathered units)."""
+    hosts = ["n0", "n1"]
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(hosts, 8, 20e-6, 45e9))]
+    from comm_bench.select.predict import predict
+    res = select(docs, model="llama3-8b", micro_batch=1)
+    w, cl, lm, comp, ov, hr = res["context"]
+    shape = {"layout": "x", "kind": "fsdp-tp", "tp": 2, "cp": 1, "pp": 2, "dp": 4, "ep": 1}
+    keep = predict(shape, w, cl, lm, comp, ov, hr, force=("none", False, True, False))
+    shard = predict(shape, w, cl, lm, comp, ov, hr, force=("none", False, True, True))
+    from comm_bench.select.step import split_params
+    psi = split_params(w, shape)[0]
+    assert keep["model_states_gb"] == pytest.approx((4 * psi + 12 * psi / 4) / 1e9, abs=1e-3)
+    assert shard["model_states_gb"] == pytest.approx(16 * psi / 4 / 1e9, abs=1e-3)
+    assert any("once per step" in i["what"] for i in keep["collectives"])
+
+
+def test_ring_attention_sends_by_hand(tmp_path):
+    """llama3-8b at 131,072 tokens on tp2 x cp8: per layer (cp - 1) x 3 sends of a K, V chunk
+    of s / cp tokens x 2 x 8 KV heads x 128 / tp x 2 bytes = 33.6 MB."""
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    from comm_bench.select.predict import predict
+    res = select(docs, model="llama3-8b", seq_len=131072, global_batch=2, micro_batch=1)
+    w, cl, lm, comp, ov, hr = res["context"]
+    c = predict({"layout": "x", "kind": "megatron", "tp": 2, "cp": 8, "pp": 1, "dp": 1, "ep": 1}, w, cl, lm, comp,
+                ov, hr, force=("full", True, True))
+    ring = next(i for i in c["collectives"] if i["what"].startswith("context-parallel"))
+    chunk = 131072 / 8 * 2 * 8 * 128 / 2 * 2
+    assert ring["count"] == c["microbatches"] * 7 * 4 * 32                 # full recomputation: 4 per step
+    assert ring["bytes"] == pytest.approx(ring["count"] * chunk)
+    assert any("--context-parallel-size 8" in line for line in c["config"])
