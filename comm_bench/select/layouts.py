@@ -137,10 +137,13 @@ def config_lines(c, w):
                f'"{ "bf16" if w["precision"] == "bf16" else "fp16"}": {{"enabled": true}}, '
                f'"train_micro_batch_size_per_gpu": {b}, "gradient_accumulation_steps": {m}}}')
         return [f"DeepSpeed config: {cfg}"] + ([f"deepspeed.checkpointing: {ckpt}"] if ckpt else [])
-    strategy = "HYBRID_SHARD" if kind == "fsdp-hybrid" else "FULL_SHARD"
-    lines = [f"FSDP(model, sharding_strategy=ShardingStrategy.{strategy}, auto_wrap_policy=one unit per "
-             f"transformer block, mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, "
-             f"reduce_dtype=torch.float32))",
+    # PyTorch FSDP2 (fully_shard): HSDP is a 2-D mesh, replicate across nodes x shard inside one
+    mesh = (f'mesh=init_device_mesh("cuda", ({c["dp"] // c["hpz_size"]}, {c["hpz_size"]}), '
+            f'mesh_dim_names=("replicate", "shard")), ' if kind == "fsdp-hybrid" else "")
+    lines = [f"fully_shard(block, {mesh}reshard_after_forward=True, mp_policy=MixedPrecisionPolicy("
+             f"param_dtype=torch.bfloat16, reduce_dtype=torch.float32)) for each transformer block, then "
+             f"fully_shard(model) (FSDP2; FSDP1: ShardingStrategy."
+             f"{'HYBRID_SHARD' if kind == 'fsdp-hybrid' else 'FULL_SHARD'})",
              f"per-GPU batch {b}" + (f", {m} accumulation steps" if m > 1 else "")]
     if ckpt:
         lines.append(f"apply_activation_checkpointing: {ckpt}")
