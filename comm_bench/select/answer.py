@@ -61,8 +61,9 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic, assumed=()):
     switches = [x for x, on in ((f"{c['recompute']} recomputation", c["recompute"] != "none"),
                                 ("distributed optimizer", c.get("distributed_optimizer")),
                                 ("sequence parallel", c.get("sequence_parallel"))) if on]
-    lines.append(f"layout: tp {c['tp']} x pp {c['pp']}" + (f" (interleaved, {c['virtual_stages']} virtual stages)"
-                 if c["virtual_stages"] > 1 else "") + f" x dp {c['dp']}; micro-batch {c['micro_batch']} x "
+    lines.append(f"layout: tp {c['tp']}" + (f" x cp {c['cp']}" if c.get("cp", 1) > 1 else "") + f" x pp {c['pp']}"
+                 + (f" (interleaved, {c['virtual_stages']} virtual stages)" if c["virtual_stages"] > 1 else "")
+                 + f" x dp {c['dp']}" + (f", experts over ep {c['ep']}" if c.get("ep", 1) > 1 else "") + f"; micro-batch {c['micro_batch']} x "
                  f"{c['microbatches']} per step = global batch {c['global_batch']} ({w['global_batch_source']})"
                  + (f"; to fit: {', '.join(switches)}" if switches else ""))
     lines.append(f"step: compute {human_s(c['compute_s'])} ({w['compute_note']}) + exposed communication "

@@ -1,28 +1,15 @@
-"""Predicted memory, communication and step time of one candidate layout, configured.
+"""The configuration of one candidate shape: the fastest that fits.
 
-A shape (strategies.py: kind, tp, pp, dp) is tried with each micro-batch size b (the
-given one, else 1, 2, 4, 8), each interleaving v of Megatron's schedule, and the memory
-switches in order of cost (configs below); the first switch set that fits is that
-(b, v)'s configuration, and the fastest (b, v) is the candidate. Per step, with global
-batch B = b x dp x m (m micro-batches per GPU; B the recipe's or --global-batch, rounded
-to a multiple of b x dp):
-  stage time   per micro-batch: compute of the stage's layers / tp (compute.py) + the
-               tensor-parallel all_reduces (4 per layer, 6 with full recomputation, of
-               b s h activations; sequence parallel moves the same bytes) + the pipeline
-               sends (2 v per micro-batch of b s h / tp: Megatron's scatter/gather)
-  pipeline     (m + (pp - 1)/v) x stage time  (1F1B; interleaved: Narayanan et al. 2021)
-  data-parallel collectives per layouts.LAYOUTS: gradient all_reduce / reduce_scatter once
-               per step or once per micro-batch, parameter all_gather after the step or
-               per unit in forward and backward; hybrid sharding adds the all_reduce of
-               the shard across nodes
-  exposed      by the layout's overlap mechanism and F (--overlap; default per DP scope:
-               DEFAULT_OVERLAP): "backward": max(last bucket, comm - F x backward of the
-               last micro-batch); "compute": per micro-batch the forward all_gathers
-               behind F x forward (at least the first unit exposed) and the rest behind
-               F x backward; "none": all of it (Megatron-LM reduces after the flush,
-               unless --overlap is given)
-step = pipeline + exposed data-parallel communication; efficiency = B x (one GPU's time per
-sample, no parallelism) / (N x step): throughput on N GPUs / N x one GPU's.
+A shape (strategies.py: kind, tp, cp, pp, dp, ep) is tried with each micro-batch size b (the
+given one, else 1, 2, 4, 8 while b x dp <= the global batch), each interleaving v of the
+pipeline schedule (virtual_stages), and the memory switches in order of cost (configs);
+the first switch set that fits is that (b, v)'s configuration, and the fastest (b, v) per
+sample is the candidate. step.evaluate prices one configuration (memory, the stage's
+compute and model-parallel traffic, the pipeline, the data-parallel collectives and what
+hides them: docs/selection.md, sections 4 and 5):
+  step = (m + (pp - 1)/v) x (stage compute + exposed tp / cp / ep / pp traffic per micro-batch)
+         + exposed data-parallel communication
+  efficiency = B x (one GPU's time per sample, no parallelism) / (N x step)
 """
 from __future__ import annotations
 

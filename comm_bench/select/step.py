@@ -163,7 +163,9 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
 def _dp_traffic(tl, w, lay, cfg, sb, g_comm, P_local, place, tag, units, m, pp, F, t_mb, bwd, g, shard, sharded):
     """Add one weight group's data-parallel collectives to tl; return their exposed seconds."""
     grad_op, grad_when = lay.grads
-    per_unit = "p" in sharded                 # FSDP / ZeRO-3: per layer, per micro-batch
+    # FSDP / ZeRO-3: per layer, per micro-batch (torchtitan without resharding and without a
+    # pipeline still gathers each micro-batch's parameters in forward: held until its backward)
+    per_unit = "p" in sharded or lay.kind == "fsdp-tp"
     frac = P_local / max(1.0, sum(units))     # this group's share of each unit
     if lay.kind == "fsdp-tp" and not cfg.reshard and pp > 1:
         # parameters gathered before the first micro-batch and kept; gradients accumulated
