@@ -28,38 +28,41 @@ def test_alltoall_cost_model():
     assert CO.hierarchical_stages("alltoall", 1e9, 8, 2) == [("alltoall", 1e9, 2, "inter-node")]
 
 
-def _cluster(tmp_path, a2a_busbw):
-    """8 nodes x 2 H200 (NVLink pair inside, 800G NIC per GPU), NCCL measured: the pair's
-    collectives and alltoall, all_reduce over 8 x 2, and alltoall over 2 x 2 GPUs."""
-    hosts = [f"n{i}" for i in range(8)]
-    docs = {"intra": SD.collective_doc(["n0"], 2, 8e-6, 360e9, ops=("all_reduce", "all_gather", "reduce_scatter")
-                                       + A2A),
-            "inter": SD.collective_doc(hosts, 2, 20e-6, 90e9),
-            "a2a": SD.collective_doc(hosts[:2], 2, 20e-6, a2a_busbw, ops=A2A)}
-    return [SD.write(tmp_path / f"{k}.json", d) for k, d in docs.items()]
+H100 = dict(gpu_name="NVIDIA H100 80GB HBM3", gpu_mem_bytes=81559 * 2 ** 20, nvlink_version=4, nvlink_links=18,
+            nvlink_gbs=450.0)
+
+
+def _cluster(folder, a2a_busbw):
+    """DGX H100 nodes (8 GPUs, NVSwitch, one 400G NIC per GPU), NCCL measured: 8-GPU
+    collectives and alltoall, 2 x 8 collectives at 370 GB/s busbw, and a 2 x 8 alltoall."""
+    topo = lambda h: SD.node_topology(h, nic_gbs=50.0, nic_kind="ib", **H100)  # noqa: E731
+    docs = {"intra": SD.collective_doc(["n0"], 8, 8e-6, 360e9, ops=("all_reduce", "all_gather", "reduce_scatter")
+                                       + A2A, topology=topo),
+            "inter": SD.collective_doc(["n0", "n1"], 8, 20e-6, 370e9, topology=topo),
+            "a2a": SD.collective_doc(["n0", "n1"], 8, 20e-6, a2a_busbw, ops=A2A, topology=topo)}
+    return [SD.write(folder / f"{k}.json", d) for k, d in docs.items()]
 
 
 def test_slower_inter_node_alltoall_changes_the_moe_answer(tmp_path):
-    """gpt-oss-120b (128 experts, top-4) on 8 x 2 H200 with an 800G NIC per GPU: with a 2 x 2 alltoall
-    at 138 GB/s busbw (half of each buffer crosses the node at 0.925 x 100 GB/s: 0.75 S / t)
-    the answer's expert-parallel group crosses nodes (tp2 x ep2: the ep pair is a node apart);
-    made 4x slower (34.5 GB/s), it keeps expert parallelism inside a node (tp1 x ep2) and
-    pipelines deeper instead."""
-    fast, slow = tmp_path / "fast", tmp_path / "slow"
-    fast.mkdir(), slow.mkdir()
+    """mixtral-8x22b on 8 x 8 H100. The 2 x 8 alltoall at 87 GB/s busbw (half of each buffer
+    crosses the node at 0.925 x 50 GB/s per GPU: 2 x 46 x 15/16): the answer's expert-parallel
+    group spans two nodes. Made 4x slower (21.75 GB/s): the answer keeps expert parallelism
+    inside a node (and pipelines deeper)."""
     answers = {}
-    for folder, busbw in ((fast, 138e9), (slow, 34.5e9)):
-        res = select(_cluster(folder, busbw), model="gpt-oss-120b", gpus_per_node=2, gpu="H200")
+    for busbw in (87e9, 21.75e9):
+        folder = tmp_path / f"a2a{busbw / 1e9:g}"
+        folder.mkdir()
+        res = select(_cluster(folder, busbw), model="mixtral-8x22b", nodes=8)
         rec = next(c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"])
-        a2a = [i for i in rec["collectives"] if i["op"] == "alltoall"]
-        answers[busbw] = (rec, a2a)
-    (fast_rec, fast_a2a), (slow_rec, slow_a2a) = answers[138e9], answers[34.5e9]
-    assert fast_rec["ep"] > 1 and fast_a2a[0]["n_inter"] > 1          # experts spread across nodes
-    assert slow_rec["layout"] != fast_rec["layout"]
-    assert slow_rec["ep"] > 1 and all(i["n_inter"] == 1 for i in slow_a2a)   # EP inside a node only
-    assert slow_rec["tokens_per_s"] < fast_rec["tokens_per_s"]
+        answers[busbw] = (rec, [i for i in rec["collectives"] if i["op"] == "alltoall"])
+    (fast, fast_a2a), (slow, slow_a2a) = answers[87e9], answers[21.75e9]
+    assert fast["ep"] > 1 and fast_a2a[0]["n_inter"] > 1          # experts spread across nodes
+    assert "a2a.json" in fast_a2a[0]["note"]                       # priced from the measured alltoall
+    assert slow["layout"] != fast["layout"]
+    assert slow["ep"] > 1 and all(i["n_inter"] == 1 for i in slow_a2a)   # EP inside a node only
+    assert slow["tokens_per_s"] < fast["tokens_per_s"]
     assert any("--expert-model-parallel-size" in line or "expert_parallel_degree" in line
-               for line in fast_rec["config"])
+               for line in fast["config"])
 
 
 @pytest.fixture(scope="module")

@@ -101,3 +101,15 @@ def test_shape_flags_give_the_preset_s_params(capsys, dgx2):
 def test_bad_shapes_exit_2_one_line(capsys, dgx2, args, needle):
     code, _, err = run(capsys, *dgx2, *args)
     assert code == 2 and needle in err and err.count("\n") == 1, err
+
+
+def test_per_layer_recomputation_mixes_none_and_full():
+    """partial:K recomputes every K-th layer in full: 1/K of an extra forward, and 1/K of the
+    layers keep only their input (torchtitan selective_ac_option K; Megatron block method)."""
+    from comm_bench.select import memory as M
+    w = W.build("llama3-70b")
+    assert W.recompute_share("partial:4") == 0.25 and W.recompute_share("none") == 0
+    fwd = W.flops_per_sample(w, "none") / 3
+    assert W.flops_per_sample(w, "partial:2") == pytest.approx(3.5 * fwd)
+    full, none = (M.layer_activation_bytes(w, 1, 8, rc, True) for rc in ("full", "none"))
+    assert M.layer_activation_bytes(w, 1, 8, "partial:4", True) == pytest.approx(0.25 * full + 0.75 * none)

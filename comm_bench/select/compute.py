@@ -97,7 +97,7 @@ class Compute:
         n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
         if not n_moe:
             return 0.0
-        passes = 4 if recompute == "full" else 3
+        passes = 3 + W.recompute_share(recompute)
         mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
         flops = passes * 2.0 * b * w["seq_len"] * w["experts_per_token"] * mlp * n_moe / tp
         reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]

@@ -119,11 +119,17 @@ def config_lines(c, w):
             flags.append("--recompute-activations")
         elif rc == "full":
             flags.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+        elif rc.startswith("partial:"):
+            every = int(rc.split(":")[1])
+            flags.append(f"--recompute-granularity full --recompute-method block --recompute-num-layers "
+                         f"{max(1, stage_layers(w['layers'], c['pp'])[1] // (every * c['virtual_stages']))}"
+                         f" (1 in {every} layers of each stage)")
         return ["Megatron-LM: " + " ".join(f for f in flags if f)]
     if kind == "fsdp-tp":
         return _torchtitan(c, w)
     ckpt = {"none": None, "selective": "checkpoint the attention core",
-            "full": "activation checkpointing on every block"}[rc]
+            "full": "activation checkpointing on every block"}.get(rc) or (
+        f"activation checkpointing on every {rc.split(':')[1]}th block" if rc.startswith("partial:") else None)
     if kind == "ddp":
         lines = [f"DistributedDataParallel(model, bucket_cap_mb={w['bucket_mb']:g})",
                  f"per-GPU batch {b}" + (f", {m} accumulation steps under model.no_sync()" if m > 1 else "")]
@@ -152,7 +158,9 @@ def config_lines(c, w):
 
 def _torchtitan(c, w):
     """torchtitan's TOML settings (one device mesh: dp_shard x cp x tp, pp, ep) for candidate c."""
-    ac = {"none": "none", "selective": "selective", "full": "full"}[c["recompute"]]
+    rc = c["recompute"]
+    ac = (f'selective", selective_ac_option = "{rc.split(":")[1]}' if rc.startswith("partial:")
+          else {"none": "none", "selective": "selective", "full": "full"}[rc])
     par = [f"data_parallel_shard_degree = {c['dp']}", f"tensor_parallel_degree = {c['tp']}",
            f"context_parallel_degree = {c.get('cp', 1)}", f"pipeline_parallel_degree = {c['pp']}",
            f"expert_parallel_degree = {c.get('ep', 1)}",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 
 from . import shapes as SH
+from . import workload as W
 from .layouts import LAYOUTS
 
 
@@ -56,6 +57,10 @@ def activation_bytes_per_layer(s, b, h, a, t=1, recompute="selective", act_bytes
 def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
     """Bytes one transformer layer keeps for backward (micro-batch b); a shaped model
     (GQA, SwiGLU, MoE: shapes.py) by its own tensors, its largest layer (a MoE one if any)."""
+    f = W.recompute_share(recompute)
+    if 0 < f < 1:                             # partial: that share of the layers keeps its input only
+        full, none = (layer_activation_bytes(w, b, tp, rc, sp) for rc in ("full", "none"))
+        return f * full + (1 - f) * none
     if "ffn_hidden" in w:
         per_token = SH.activation_bytes_per_token(w, tp, sp or tp == 1, recompute, SH.moe_layers(w) > 0,
                                                   w["bytes"]["act"])

@@ -14,6 +14,7 @@ hides them: docs/selection.md, sections 4 and 5):
 from __future__ import annotations
 
 from .layouts import config_lines
+from .workload import PARTIAL
 from .step import Config, evaluate
 
 # --overlap's default, by where the data-parallel group runs (docs/selection.md, Overlap):
@@ -44,7 +45,7 @@ def configs(kind, tp, w):
     """Memory switches in order of cost: (recompute, distributed optimizer, sequence parallel,
     reshard after forward)."""
     rcs = [w["recompute"]] if w["recompute"] != "auto" else (
-        ["none", "full"] if w["attention"] == "flash" else ["none", "selective", "full"])
+        ["none", *PARTIAL, "full"] if w["attention"] == "flash" else ["none", "selective", *PARTIAL, "full"])
     if w["kind"] != "transformer":
         rcs = ["none"]
     if kind == "fsdp-tp":                     # torchtitan: sequence parallel with TP; keep, then reshard

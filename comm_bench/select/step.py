@@ -15,7 +15,7 @@ from .layouts import LAYOUTS, stage_layers, state_bytes
 from .linkmodel import worst
 from .strategies import groups
 from .traffic import DEEPSPEED_BUCKET_ELEMS, Timeline, chunks, ddp_buckets
-from .workload import attention_share, tensors, units as fsdp_units
+from .workload import attention_share, recompute_share, tensors, units as fsdp_units
 
 
 @dataclass(frozen=True)
@@ -111,14 +111,15 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch
+    redo = recompute_share(rc)                # a recomputed forward repeats its layers' traffic
     if tp > 1:
-        e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce", [act] * ((6 if rc == "full" else 4)
-                      * layers_stage), g["tp"], repeat=m)
+        e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce",
+                      [act] * round((4 + 2 * redo) * layers_stage), g["tp"], repeat=m)
         per_mb += e.seconds / m
     if cp > 1:                                # ring attention: K, V chunks around the cp ring
         kv = act / w["hidden"] * 2 * w.get("kv_heads", w["heads"]) * SH.head_dim(w) / tp if "ffn_hidden" in w \
             else 2 * act / tp
-        sends = (cp - 1) * (4 if rc == "full" else 3) * layers_stage   # forward K V, backward K V + dK dV
+        sends = round((cp - 1) * (3 + redo) * layers_stage)   # forward K V, backward K V + dK dV
         e, _ = tl.add("context-parallel K/V ring send/recv", "p2p", [kv] * sends, (2, 1), repeat=m,
                       scope="intra-node" if tp * cp <= G else "inter-node")
         hidden_by = attention_share(w) * t_mb  # each ring step overlaps the previous chunk's attention
@@ -128,7 +129,7 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
         tokens = act / w["hidden"] / w["bytes"]["act"] / tp      # sequence parallel: tokens split over tp
         S = tokens * w["experts_per_token"] * w["hidden"] * w["bytes"]["act"]
         e, _ = tl.add("expert-parallel all-to-all (dispatch, combine)", "alltoall",
-                      [S] * ((6 if rc == "full" else 4) * n_moe), g["ep"], repeat=m)
+                      [S] * round((4 + 2 * redo) * n_moe), g["ep"], repeat=m)
         per_mb += e.seconds / m
     if pp > 1:
         e, _ = tl.add("pipeline activation send/recv", "p2p", [act / tp] * (2 * v), (2, 1), repeat=m,
@@ -140,7 +141,7 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     mechanism = "backward" if (kind == "megatron" and cfg.dist) else lay.overlap
     F, out["overlap_source"] = overlap_for(overlap, g["grad"] if lay.model_parallel else g["dp"], mechanism)
     out["overlap"] = F
-    bwd = t_mb * (0.75 if rc == "full" else 2 / 3)
+    bwd = t_mb * (2 + redo) / (3 + redo)      # backward's share of the stage's compute
     exposed = 0.0
     parts = [(dense, g["grad"] if lay.model_parallel else (g["node"] if lay.shard_group == "node" else g["dp"]),
               ""), (experts, g["expert_grad"], " (experts)")]

@@ -77,6 +77,16 @@ PRECISIONS = {
     "fp32": {"p": 4, "g": 4, "k": 8, "act": 4, "note": "fp32 throughout, Adam fp32"},
 }
 RECOMPUTE = ("none", "selective", "full")     # select also takes "auto": the cheapest that fits
+# per-layer recomputation: every K-th layer of a stage recomputed in full (torchtitan's
+# selective_ac_option = "K"; Megatron-Core's --recompute-method block), tried by "auto"
+PARTIAL = ("partial:4", "partial:2")
+
+
+def recompute_share(rc):
+    """The share of a stage's layers recomputed in full: full 1, partial:K 1/K, else 0."""
+    if rc == "full":
+        return 1.0
+    return 1.0 / int(rc.split(":")[1]) if rc.startswith("partial:") else 0.0
 SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -211,11 +221,12 @@ def flops_per_sample(w, recompute="none"):
         return w["flops_per_sample"]
     if "ffn_hidden" in w:                  # a shape: shapes.py counts its FLOPs
         fwd = w["seq_len"] * SH.forward_flops_per_token(w, w["seq_len"])
-        return (4 if recompute == "full" else 3) * fwd
+        return (3 + recompute_share(recompute)) * fwd
     s = w["seq_len"]
     attn = 4.0 * s * s * w["layers"] * w["hidden"]
     fwd = 2.0 * s * w["params"] + attn
-    extra = fwd if recompute == "full" else (attn if recompute == "selective" and w["attention"] == "unfused" else 0)
+    extra = fwd * recompute_share(recompute) + (attn if recompute == "selective" and w["attention"] == "unfused"
+                                                else 0)
     return 3 * fwd + extra
 
 
