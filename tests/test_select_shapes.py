@@ -113,3 +113,11 @@ def test_per_layer_recomputation_mixes_none_and_full():
     assert W.flops_per_sample(w, "partial:2") == pytest.approx(3.5 * fwd)
     full, none = (M.layer_activation_bytes(w, 1, 8, rc, True) for rc in ("full", "none"))
     assert M.layer_activation_bytes(w, 1, 8, "partial:4", True) == pytest.approx(0.25 * full + 0.75 * none)
+
+
+def test_help_lists_the_shape_flags(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for flag in ("--kv-heads", "--ffn-hidden", "--experts", "--experts-per-token", "--shared-experts",
+                 "--moe-layers", "--expert-ffn-hidden", "llama3-405b", "deepseek-v3"):
+        assert flag in out, flag
