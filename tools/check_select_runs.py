@@ -94,8 +94,10 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, metric, p
                  micro_batch=mb, recompute=recompute)
     w, cl, lm, comp, overlap, headroom = res["context"]
     shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep}
+    # Llama 3 (torchtitan-like FSDP): no resharding after forward, as the paper states
+    force = (recompute, False, tp > 1, False) if kind == "fsdp-tp" else None
     pub = predict(shape, dict(w, recompute=recompute if recompute != "auto" else w["recompute"]), cl, lm, comp,
-                  overlap, headroom, virtual=v)
+                  overlap, headroom, force=force, virtual=v)
     rec = next((c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"]), None)
     value = (lambda c: model_tflops(w, c, gpus)) if metric == "tflops" else (lambda c: c["tokens_per_s"] / gpus)
     pred = value(pub) if pub["feasible"] else None
