@@ -141,10 +141,14 @@ def test_memory_bound_model_is_not_ddp(capsys, dgx4):
 
 
 def test_small_model_fast_links_gets_ddp(capsys, dgx4):
+    """resnet50 keeps whole parameters on every GPU (DDP, or ZeRO-1 where its own table
+    predicts DDP's bucketed all_reduce slower: issue 32, the answer is the fastest)."""
     code, res = run_json(capsys, *dgx4, "--model", "resnet50")
     assert code == 0
-    assert res["recommendation"]["layout"] == "ddp"
-    assert res["recommendation"]["framework"].startswith("PyTorch DDP")
+    assert res["recommendation"]["layout"] in ("ddp", "zero-1")
+    top = max(c["efficiency"] for c in res["candidates"] if c["feasible"])
+    rec = next(c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"])
+    assert rec["efficiency"] >= top * (1 - 1e-3)
     assert not any(c["layout"].startswith("tp") for c in res["candidates"])    # a CNN: no TP/PP
 
 
@@ -180,7 +184,7 @@ def test_slow_ethernet_low_efficiency_exit_1(capsys, eth4):
 # ------------------------------------------------------------------ rules
 def test_rules_file_flips_recommendation(capsys, dgx4, tmp_path):
     _, res = run_json(capsys, *dgx4, "--model", "resnet50")
-    assert res["recommendation"]["layout"] == "ddp"
+    assert res["recommendation"]["layout"] != "fsdp"
     rules = tmp_path / "r.yaml"
     rules.write_text("rules:\n  - name: always-shard\n    if: fits_fsdp and nodes >= 2\n"
                      "    then: {recommend: fsdp, rationale: 'policy: shard on {nodes} nodes'}\n")
@@ -293,7 +297,8 @@ def test_terminal_answer_first(capsys, dgx4, monkeypatch):
 
 def test_elastic_and_jax(capsys, dgx4):
     _, res = run_json(capsys, *dgx4, "--model", "resnet50", "--elastic")
-    assert res["recommendation"]["framework"] == "PyTorch DDP + TorchElastic"
+    fw = res["recommendation"]["framework"]
+    assert fw in ("PyTorch DDP + TorchElastic", "DeepSpeed ZeRO-1 + TorchElastic")
     _, res = run_json(capsys, *dgx4, "--model", "resnet50", "--ecosystem", "jax")
     assert res["recommendation"]["framework"] == "JAX pjit/shard_map"
 

@@ -50,16 +50,18 @@ TABLE1 = [("megatron-1.7b", 1, 1, 32, 137), ("megatron-3.6b", 2, 1, 64, 138), ("
           ("megatron-530b", 8, 35, 2520, 163), ("megatron-1t", 8, 64, 3072, 163)]
 
 
-def cluster_documents(folder, nic_gbs=25.0, nic_kind="ib", pair_gbs=PAIR_GBS, node_gbs=NODE_GBS):
-    """[intra, inter-collective, inter-pair] result files of two DGX A100-like nodes."""
-    topo = lambda h: SR.node_topology(h, nic_gbs=nic_gbs, nic_kind=nic_kind, **A100)  # noqa: E731
-    intra = SR.collective_doc(["n0"], 8, INTRA_ALPHA, INTRA_GBS * 1e9, topology=topo)
+def cluster_documents(folder, nic_gbs=25.0, nic_kind="ib", pair_gbs=PAIR_GBS, node_gbs=NODE_GBS, gpu=A100,
+                      intra_gbs=INTRA_GBS, prefix="a100", extra=()):
+    """[intra, inter-collective, inter-pair] result files of two DGX-like nodes (A100 by
+    default); extra: more (file name, document) pairs written beside them."""
+    topo = lambda h: SR.node_topology(h, nic_gbs=nic_gbs, nic_kind=nic_kind, **gpu)  # noqa: E731
+    intra = SR.collective_doc(["n0"], 8, INTRA_ALPHA, intra_gbs * 1e9, topology=topo)
     # a 16-rank ring's busbw is what crosses the node boundary: the node's NICs together
     inter = SR.collective_doc(["n0", "n1"], 8, NODE_ALPHA, node_gbs * 1e9, topology=topo)
     pair = SR.pairwise_doc(["n0", "n1"], PAIR_ALPHA, pair_gbs * 1e9, transport="rdma" if nic_kind != "ethernet"
                            else "tcp", topology=topo)
-    return [SR.write(os.path.join(folder, f), d)
-            for f, d in (("a100_intra.json", intra), ("a100_inter.json", inter), ("a100_pair.json", pair))]
+    docs = ((f"{prefix}_intra.json", intra), (f"{prefix}_inter.json", inter), (f"{prefix}_pair.json", pair))
+    return [SR.write(os.path.join(folder, f), d) for f, d in docs + tuple(extra)]
 
 
 def paper_tflops(w, step_s, gpus):

@@ -21,6 +21,15 @@ def _count(ctx, param, value):
 @click.option("--layers", type=int, default=None, help="Transformer layers.")
 @click.option("--hidden", type=int, default=None, help="Hidden size.")
 @click.option("--heads", type=int, default=None, help="Attention heads.")
+@click.option("--kv-heads", type=int, default=None, help="Key/value heads (grouped-query attention; default: --heads).")
+@click.option("--ffn-hidden", type=int, default=None,
+              help="MLP width; given, the MLP is SwiGLU (three matrices, as Llama's); default 4 x hidden, GeLU.")
+@click.option("--experts", type=int, default=None, help="Routed experts per MoE layer (mixture of experts).")
+@click.option("--experts-per-token", type=int, default=None, help="Experts each token is routed to (top-k).")
+@click.option("--shared-experts", type=int, default=None, help="Experts every token goes through (DeepSeek).")
+@click.option("--moe-layers", type=int, default=None, help="MoE layers, the last ones (default: all).")
+@click.option("--expert-ffn-hidden", "expert_ffn", type=int, default=None,
+              help="Each expert's MLP width (default: --ffn-hidden).")
 @click.option("--seq-len", type=int, default=None, help="Sequence length (tokens).")
 @click.option("--micro-batch", type=int, default=None,
               help="Sequences (or images) per GPU per micro-batch (default: select tries 1, 2, 4, 8).")

@@ -35,6 +35,9 @@ NUMBER_RANGES = {
     "gpu_tflops": (0, 1e9, False), "mfu": (0, 1, False), "bucket_mb": (0, 1e9, False),
     "min_efficiency": (0, 1, True), "overlap": (0, 1, True), "intra_node_gbs": (0, 1e9, False),
     "inter_node_gbs": (0, 1e9, False), "mem_headroom": (0, 0.99, True),
+    "kv_heads": (0, 1e6, False), "ffn_hidden": (0, 1e8, False), "experts": (0, 1e5, False),
+    "experts_per_token": (0, 1e5, False), "shared_experts": (0, 1e5, True), "moe_layers": (0, 1e5, False),
+    "expert_ffn": (0, 1e8, False),
 }
 
 
@@ -77,7 +80,12 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None,
-           compute_from=None):
+           compute_from=None, **shape):
+    """shape: the workload's shape flags, W.SHAPE_KEYS (kv_heads, ffn_hidden, experts ...)."""
+    unknown = set(shape) - set(W.SHAPE_KEYS)
+    if unknown:
+        raise TypeError(f"select() got unexpected arguments {sorted(unknown)}")
+    check_numbers(**shape)
     rule_list = R.load(rules)                  # bad rules fail before any work
     check_numbers(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, micro_batch=micro_batch,
                   global_batch=global_batch, nodes=nodes, gpus_per_node=gpus_per_node, step_time=step_time,
@@ -91,7 +99,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
         raise UsageError(f"the results name no GPU (a CPU run?): say which GPU to plan for with --gpu NAME "
                          f"({', '.join(GP.GPUS)}), or give --gpu-mem and --gpu-tflops")
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
-                bucket_mb, recompute, attention)
+                bucket_mb, recompute, attention, shape)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
     comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from)
     w["compute_note"] = comp.note

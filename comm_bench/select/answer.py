@@ -15,6 +15,11 @@ def assumptions(w, cl, lm, c, comp):
         out.append("global batch: one micro-batch per GPU (--global-batch)")
     elif w["global_batch_source"] != "--global-batch":
         out.append(f"global batch {w['global_batch']}: the preset's recipe, {w['global_batch_source']} (--global-batch)")
+    if c is not None and w["global_batch"] and c["global_batch"] != w["global_batch"]:
+        unit = c["micro_batch"] * c["dp"] * (c["pp"] if c["virtual_stages"] > 1 else 1)
+        out.append(f"global batch {w['global_batch']} rounded to {c['global_batch']}: the nearest multiple of "
+                   f"micro-batch {c['micro_batch']} x dp {c['dp']}" + (f" x pp {c['pp']} (interleaved)"
+                   if c["virtual_stages"] > 1 else "") + f" = {unit} (--global-batch)")
     if c is not None and not w["micro_batch_fixed"]:
         out.append(f"micro-batch {c['micro_batch']}: the fastest of 1, 2, 4, 8 that fits (--micro-batch)")
     if c is not None and w["recompute"] == "auto":
@@ -56,8 +61,9 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic, assumed=()):
     switches = [x for x, on in ((f"{c['recompute']} recomputation", c["recompute"] != "none"),
                                 ("distributed optimizer", c.get("distributed_optimizer")),
                                 ("sequence parallel", c.get("sequence_parallel"))) if on]
-    lines.append(f"layout: tp {c['tp']} x pp {c['pp']}" + (f" (interleaved, {c['virtual_stages']} virtual stages)"
-                 if c["virtual_stages"] > 1 else "") + f" x dp {c['dp']}; micro-batch {c['micro_batch']} x "
+    lines.append(f"layout: tp {c['tp']}" + (f" x cp {c['cp']}" if c.get("cp", 1) > 1 else "") + f" x pp {c['pp']}"
+                 + (f" (interleaved, {c['virtual_stages']} virtual stages)" if c["virtual_stages"] > 1 else "")
+                 + f" x dp {c['dp']}" + (f", experts over ep {c['ep']}" if c.get("ep", 1) > 1 else "") + f"; micro-batch {c['micro_batch']} x "
                  f"{c['microbatches']} per step = global batch {c['global_batch']} ({w['global_batch_source']})"
                  + (f"; to fit: {', '.join(switches)}" if switches else ""))
     lines.append(f"step: compute {human_s(c['compute_s'])} ({w['compute_note']}) + exposed communication "

@@ -6,6 +6,7 @@ alpha in seconds per step, beta in bytes/s per link (the bus bandwidth). One ste
 
     ring all_reduce            2(n-1) (alpha + S/(n beta))
     ring all_gather / r_s      (n-1) (alpha + S/(n beta))
+    pairwise alltoall          (n-1) (alpha + S/(n beta))   (S: a rank's whole send buffer)
     p2p                        alpha + S/beta
     binomial tree all_reduce   2 ceil(log2 n) (alpha + S/beta)   (reduce + broadcast)
 
@@ -19,7 +20,7 @@ import math
 from .. import ops as O
 
 RING_STEPS = {"all_reduce": lambda n: 2.0 * (n - 1), "all_gather": lambda n: float(n - 1),
-              "reduce_scatter": lambda n: float(n - 1)}
+              "reduce_scatter": lambda n: float(n - 1), "alltoall": lambda n: float(n - 1)}
 OPS = tuple(RING_STEPS) + ("p2p",)
 # the measured ops that time one message one way between two ranks (a pipeline send):
 # not the copy-engine peer copies or the bidirectional runs, whose figures mean other things
@@ -68,7 +69,11 @@ def hierarchical_stages(op, S, n_intra, n_inter):
     """[(op, S, n, scope)] of a collective over n_intra GPUs on each of n_inter nodes:
     all_reduce = intra reduce_scatter + inter all_reduce on S/n_intra + intra all_gather;
     all_gather = inter all_gather of S/n_intra + intra all_gather of S;
-    reduce_scatter = intra reduce_scatter of S + inter reduce_scatter of S/n_intra."""
+    reduce_scatter = intra reduce_scatter of S + inter reduce_scatter of S/n_intra;
+    alltoall = inter alltoall of S over n_inter (the (n_inter - 1)/n_inter of S that leaves the
+    node crosses the network; the node's own share goes over NVLink at the same time)."""
+    if op == "alltoall":
+        return [("alltoall", S, n_inter, "inter-node")]
     if op == "all_reduce":
         return [("reduce_scatter", S, n_intra, "intra-node"), ("all_reduce", S / n_intra, n_inter, "inter-node"),
                 ("all_gather", S, n_intra, "intra-node")]

@@ -24,6 +24,7 @@ import math
 
 from . import gpus as GP
 from . import memory as M
+from . import shapes as SH
 from . import workload as W
 
 GEMM_EFFICIENCY = 0.7        # share of the dense peak that transformer GEMMs reach (assumed)
@@ -86,8 +87,25 @@ class Compute:
         import numpy as np
         return float(np.interp(math.log(width), [math.log(h) for h, _ in pts], [e for _, e in pts]))
 
-    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False):
-        """One micro-batch of b samples through layer_share of the layers, 1/tp of each."""
+    def expert_weight_wait(self, b, tp, layer_share, recompute, ep):
+        """Seconds a micro-batch's expert GEMMs wait on HBM beyond their FLOPs (roofline of the
+        routed experts, a MoE layer's GEMMs per expert are small: M = the tokens routed to
+        it): each pass (forward; backward's data and weight gradients; a recomputed forward)
+        reads the GPU's experts' weights, (E / ep) 3 h f_e / tp x p bytes per MoE layer;
+        what exceeds the experts' FLOP time is added. ep = 1 on many experts reads them all."""
+        w = self.w
+        n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
+        if not n_moe:
+            return 0.0
+        passes = 3 + W.recompute_share(recompute)
+        mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
+        flops = passes * 2.0 * b * w["seq_len"] * w["experts_per_token"] * mlp * n_moe / tp
+        reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]
+        return max(0.0, reads / self.hbm - flops / (self.peak * self.gemm_efficiency(w["hidden"] / tp)))
+
+    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1):
+        """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
+        experts of MoE layers 1/ep)."""
         w = self.w
         flops = W.flops_per_sample(w, recompute) * b * layer_share / tp
         if self.step_time is not None:
@@ -99,7 +117,8 @@ class Compute:
             return flops / (self.peak * CNN_MFU)
         kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
         eff = self.gemm_efficiency(w["hidden"] / tp)
-        return flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
+        return (flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
+                + self.expert_weight_wait(b, tp, layer_share, recompute, ep))
 
 
 def gpu_figures(cluster, gpu_name=None):

@@ -5,9 +5,10 @@ from ..errors import UsageError
 from .layouts import DP_LAYOUTS
 
 PER_LAYOUT = ("fits", "efficiency", "step_s", "comm_s", "exposed_comm_s", "comm_fraction", "memory_gb",
-              "model_states_gb")
+              "model_states_gb", "slower_pct")
 GLOBAL = ("any_fits", "best_layout", "efficiency_best", "fits_megatron", "efficiency_megatron",
-          "best_megatron", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
+          "best_megatron", "slower_pct_megatron", "fits_fsdptp", "efficiency_fsdptp", "best_fsdptp",
+          "slower_pct_fsdptp", "fastest_layout", "slower_pct_best", "active_params_b", "moe", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
           "inter_latency_us", "inter_source", "nvlink", "nvlink_domain", "nodes", "gpus_per_node",
           "world_size", "global_batch", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision", "model",
           "transformer")
@@ -20,13 +21,20 @@ def key(layout):
 NAMES = frozenset(GLOBAL) | {f"{f}_{key(l)}" for l in DP_LAYOUTS for f in PER_LAYOUT}
 
 
+TIE = 1e-3      # candidates within 0.1% of the fastest are a tie: the earlier, simpler layout wins
+
+
 def best(cands, kind=None):
     ok = [c for c in cands if c["feasible"] and (kind is None or c["kind"] == kind)]
     if not ok:
         return None
-    # the most efficient; ties (within 0.1 point) go to the earlier, simpler layout
     top = max(c["efficiency"] for c in ok)
-    return next(c for c in ok if c["efficiency"] >= top - 1e-3)
+    return next(c for c in ok if c["efficiency"] >= top * (1 - TIE))
+
+
+def slower_pct(c, top):
+    """How much slower (%) candidate c is than the fastest feasible one (None: not feasible)."""
+    return 100.0 * (top["efficiency"] / c["efficiency"] - 1) if c and c.get("efficiency") and top else None
 
 
 def build(cands, cluster, w, lm, ecosystem, elastic):
@@ -39,10 +47,19 @@ def build(cands, cluster, w, lm, ecosystem, elastic):
         for name in ("efficiency", "step_s", "comm_s", "exposed_comm_s", "memory_gb", "model_states_gb"):
             f[f"{name}_{k}"] = c.get(name)
         f[f"comm_fraction_{k}"] = (c["exposed_comm_s"] / c["step_s"]) if c.get("step_s") else None
-    b, bm = best(cands), best(cands, "megatron")
+    ok = [c for c in cands if c["feasible"]]
+    top = max(ok, key=lambda c: c["efficiency"]) if ok else None
+    for l in DP_LAYOUTS:
+        f[f"slower_pct_{key(l)}"] = slower_pct(by.get(l), top)
+    b, bm, bt = best(cands), best(cands, "megatron"), best(cands, "fsdp-tp")
     f.update(any_fits=b is not None, best_layout=b["layout"] if b else None,
              efficiency_best=b["efficiency"] if b else None, fits_megatron=bm is not None,
-             efficiency_megatron=bm["efficiency"] if bm else None, best_megatron=bm["layout"] if bm else None)
+             efficiency_megatron=bm["efficiency"] if bm else None, best_megatron=bm["layout"] if bm else None,
+             slower_pct_megatron=slower_pct(bm, top), fits_fsdptp=bt is not None,
+             efficiency_fsdptp=bt["efficiency"] if bt else None, best_fsdptp=bt["layout"] if bt else None,
+             slower_pct_fsdptp=slower_pct(bt, top), fastest_layout=top["layout"] if top else None,
+             slower_pct_best=slower_pct(b, top), active_params_b=w.get("active_params", w["params"]) / 1e9,
+             moe=bool(w.get("experts")))
     for scope, pre in (("intra-node", "intra"), ("inter-node", "inter")):
         needed = cluster["gpus_per_node"] > 1 if pre == "intra" else cluster["nodes"] > 1
         lk = None

@@ -17,6 +17,11 @@ and how often, what hides them, and the configuration that sets it up.
                  "backward" the last micro-batch's backward, "compute" all compute,
                  "none" nothing (Megatron-LM reduces after the pipeline flush)
     family       the framework table's key (data/select_frameworks.yaml)
+    model_parallel  a candidate of every tp x cp x pp x dp x ep shape (strategies.py), not one
+                 over all N GPUs: "megatron" (Megatron-Core: DDP, or its distributed optimizer
+                 with overlapped reduce-scatter / all-gather) and "fsdp-tp" (torchtitan: FSDP2
+                 over the data-parallel group with TP, CP, PP and EP on one device mesh;
+                 with or without resharding after forward)
 """
 from __future__ import annotations
 
@@ -49,7 +54,10 @@ LAYOUTS = {l.kind: l for l in (
     Layout("zero-3-hpz", "zero-3-hpz", "pgk", "dp", ("reduce_scatter", "microbatch"), "microbatch", "compute",
            hpz=True, across_nodes_only=True),
     Layout("megatron", "megatron", "", "dp", ("all_reduce", "step"), None, "none", model_parallel=True),
+    Layout("fsdp-tp", "fsdp-tp", "pgk", "dp", ("reduce_scatter", "microbatch"), "microbatch", "compute",
+           model_parallel=True),
 )}
+MP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if l.model_parallel)
 DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)
 
 # Bytes per parameter (p, g, k) a framework keeps by default, by --precision. Megatron-LM
@@ -58,6 +66,22 @@ DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)
 # DeepSpeed, FSDP and DDP follow the ZeRO paper's mixed-precision accounting (2 + 2 + 12).
 MEGATRON_BYTES = {"bf16": {"p": 2, "g": 4, "k": 12}, "amp": {"p": 4, "g": 4, "k": 8},
                   "fp32": {"p": 4, "g": 4, "k": 8}}
+
+
+def stage_layers(L, pp):
+    """(first, middle, last) stage layer counts of L layers over pp stages:
+    even when pp divides L; else Megatron-Core's --account-for-embedding-in-pipeline-split
+    and --account-for-loss-in-pipeline-split when pp divides L + 2 (the embedding and the
+    loss count as a layer each: Llama 3's 126 layers over 16 stages, 7 on the first and last);
+    else --decoder-first-pipeline-num-layers with the remainder on the first stage."""
+    if pp <= 1 or L % pp == 0:
+        y = max(1, L // pp)
+        return y, y, y
+    if (L + 2) % pp == 0 and (L + 2) // pp >= 2:
+        y = (L + 2) // pp
+        return y - 1, y, y - 1
+    y = L // pp
+    return L - (pp - 1) * y, y, y
 
 
 def state_bytes(kind, w):
@@ -73,11 +97,20 @@ def config_lines(c, w):
         flags = [f"--tensor-model-parallel-size {c['tp']}", f"--pipeline-model-parallel-size {c['pp']}",
                  f"--micro-batch-size {b}", f"--global-batch-size {c['global_batch']}",
                  "--bf16" if w["precision"] == "bf16" else "--fp16" if w["precision"] == "amp" else ""]
-        if c["pp"] > 1 and w["layers"] % c["pp"]:
-            flags.append(f"--decoder-first-pipeline-num-layers {w['layers'] - (c['pp'] - 1) * (w['layers'] // c['pp'])}"
-                         f" (the other stages {w['layers'] // c['pp']} each)")
+        first, middle, last = stage_layers(w["layers"], c["pp"])
+        if first != middle and first == last:
+            flags.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
+        elif first != middle:
+            flags.append(f"--decoder-first-pipeline-num-layers {first} (the other stages {middle} each)")
         if c["virtual_stages"] > 1:
-            flags.append(f"--num-layers-per-virtual-pipeline-stage {w['layers'] // (c['pp'] * c['virtual_stages'])}")
+            flags.append(f"--num-virtual-stages-per-pipeline-rank {c['virtual_stages']}")
+        if c.get("cp", 1) > 1:
+            flags.append(f"--context-parallel-size {c['cp']} --cp-comm-type p2p")
+        if c.get("ep", 1) > 1:
+            flags.append(f"--num-experts {w['experts']} --moe-router-topk {w['experts_per_token']} "
+                         f"--expert-model-parallel-size {c['ep']} --moe-token-dispatcher-type alltoall")
+        if c["distributed_optimizer"]:
+            flags.append("--overlap-grad-reduce --overlap-param-gather")
         if c["distributed_optimizer"]:
             flags.append("--use-distributed-optimizer")
         if c["sequence_parallel"]:
@@ -86,9 +119,17 @@ def config_lines(c, w):
             flags.append("--recompute-activations")
         elif rc == "full":
             flags.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+        elif rc.startswith("partial:"):
+            every = int(rc.split(":")[1])
+            flags.append(f"--recompute-granularity full --recompute-method block --recompute-num-layers "
+                         f"{max(1, stage_layers(w['layers'], c['pp'])[1] // (every * c['virtual_stages']))}"
+                         f" (1 in {every} layers of each stage)")
         return ["Megatron-LM: " + " ".join(f for f in flags if f)]
+    if kind == "fsdp-tp":
+        return _torchtitan(c, w)
     ckpt = {"none": None, "selective": "checkpoint the attention core",
-            "full": "activation checkpointing on every block"}[rc]
+            "full": "activation checkpointing on every block"}.get(rc) or (
+        f"activation checkpointing on every {rc.split(':')[1]}th block" if rc.startswith("partial:") else None)
     if kind == "ddp":
         lines = [f"DistributedDataParallel(model, bucket_cap_mb={w['bucket_mb']:g})",
                  f"per-GPU batch {b}" + (f", {m} accumulation steps under model.no_sync()" if m > 1 else "")]
@@ -102,11 +143,31 @@ def config_lines(c, w):
                f'"{ "bf16" if w["precision"] == "bf16" else "fp16"}": {{"enabled": true}}, '
                f'"train_micro_batch_size_per_gpu": {b}, "gradient_accumulation_steps": {m}}}')
         return [f"DeepSpeed config: {cfg}"] + ([f"deepspeed.checkpointing: {ckpt}"] if ckpt else [])
-    strategy = "HYBRID_SHARD" if kind == "fsdp-hybrid" else "FULL_SHARD"
-    lines = [f"FSDP(model, sharding_strategy=ShardingStrategy.{strategy}, auto_wrap_policy=one unit per "
-             f"transformer block, mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, "
-             f"reduce_dtype=torch.float32))",
+    # PyTorch FSDP2 (fully_shard): HSDP is a 2-D mesh, replicate across nodes x shard inside one
+    mesh = (f'mesh=init_device_mesh("cuda", ({c["dp"] // c["hpz_size"]}, {c["hpz_size"]}), '
+            f'mesh_dim_names=("replicate", "shard")), ' if kind == "fsdp-hybrid" else "")
+    lines = [f"fully_shard(block, {mesh}reshard_after_forward=True, mp_policy=MixedPrecisionPolicy("
+             f"param_dtype=torch.bfloat16, reduce_dtype=torch.float32)) for each transformer block, then "
+             f"fully_shard(model) (FSDP2; FSDP1: ShardingStrategy."
+             f"{'HYBRID_SHARD' if kind == 'fsdp-hybrid' else 'FULL_SHARD'})",
              f"per-GPU batch {b}" + (f", {m} accumulation steps" if m > 1 else "")]
     if ckpt:
         lines.append(f"apply_activation_checkpointing: {ckpt}")
     return lines
+
+
+def _torchtitan(c, w):
+    """torchtitan's TOML settings (one device mesh: dp_shard x cp x tp, pp, ep) for candidate c."""
+    rc = c["recompute"]
+    ac = (f'selective", selective_ac_option = "{rc.split(":")[1]}' if rc.startswith("partial:")
+          else {"none": "none", "selective": "selective", "full": "full"}[rc])
+    par = [f"data_parallel_shard_degree = {c['dp']}", f"tensor_parallel_degree = {c['tp']}",
+           f"context_parallel_degree = {c.get('cp', 1)}", f"pipeline_parallel_degree = {c['pp']}",
+           f"expert_parallel_degree = {c.get('ep', 1)}",
+           f"fsdp_reshard_after_forward = \"{'always' if c['reshard'] else 'never'}\""]
+    if c["pp"] > 1:
+        par.append(f"pipeline_parallel_schedule = \"{'Interleaved1F1B' if c['virtual_stages'] > 1 else '1F1B'}\"")
+    return ["torchtitan: [parallelism] " + ", ".join(par),
+            f"[training] local_batch_size = {c['micro_batch'] * c['microbatches']}, "
+            f"pipeline_parallel_microbatch_size = {c['micro_batch']}, seq_len = {w['seq_len']}, "
+            f"mixed_precision_param = \"bfloat16\"; [activation_checkpoint] mode = \"{ac}\""]

@@ -26,14 +26,18 @@ class Group:
         self.doc, self.transport, self.ranks_per_node = doc_name, transport, ranks_per_node
         self.points = {}                       # size -> [seconds, ...]
         self.a = self.b = self.alpha = self.beta = self.max_rel_err = None
+        self._series = None                    # the medians, once: select prices thousands of ops
 
     def add(self, size, seconds):
         self.points.setdefault(size, []).append(seconds)
+        self._series = None
 
     def series(self):
         """(sizes, median seconds) sorted by size."""
-        sizes = sorted(self.points)
-        return np.array(sizes, float), np.array([float(np.median(self.points[s])) for s in sizes])
+        if self._series is None:
+            sizes = sorted(self.points)
+            self._series = (np.array(sizes, float), np.array([float(np.median(self.points[s])) for s in sizes]))
+        return self._series
 
     def fit(self):
         S, t = self.series()

@@ -26,7 +26,8 @@ from .collectives import busbw_gbs, flat, hierarchical_stages
 
 RANK = {"measured": 0, "extrapolated": 1, "assumed": 2}
 ASSUMED_ALPHA_US = {"intra-node": 10.0, "inter-node": 20.0}   # NCCL-like per-step latency
-LINK_PREFERENCE = ("all_reduce", "reduce_scatter", "all_gather", "p2p")
+LINK_PREFERENCE = ("all_reduce", "reduce_scatter", "all_gather", "p2p", "alltoall")
+PER_RANK_OPS = ("alltoall",)
 
 
 def worst(*sources):
@@ -161,6 +162,17 @@ class LinkModel:
             if g.op != op or g.n != n or (scope == "inter-node" and self._share(scope, g) < 1):
                 continue
             return self._from_curve(g, op, S, n, scope)
+        same = [g for g in groups if g.op == op and g.op != "p2p"]
+        if same:                       # the op's own curve at another n: its busbw through the formula
+            g = max(same, key=lambda g: (len(g.points), g.n))
+            # an alltoall's busbw is each rank's own rate (every rank sends to all the others
+            # over its own NIC), measured under the node's full concurrency when r = G
+            full = op in PER_RANK_OPS and g.ranks_per_node >= self.cluster["gpus_per_node"]
+            share = 1.0 if full else self._share(scope, g)
+            t = flat(op, S, n, g.alpha, g.busbw_top() * share)
+            return Est(t, "extrapolated", f"{scope} {op} n={n} at {human(S)}: ring from the measured {op} n={g.n} "
+                                          f"({g.doc}): busbw {g.busbw_top() / 1e9:.4g} GB/s x GPU share {share:.3g}, "
+                                          f"alpha {g.alpha * 1e6:.3g} us")
         lk = self.link(scope)
         t = flat(op, S, n, lk.alpha, lk.beta * lk.share)
         src = "extrapolated" if lk.source == "measured" else "assumed"

@@ -27,15 +27,20 @@ from __future__ import annotations
 
 import math
 
+from . import shapes as SH
+from . import workload as W
 from .layouts import LAYOUTS
 
 
-def model_states_bytes(psi, p, g, k, kind, dp, tp=1, pp=1, shard_size=None, distributed_optimizer=False):
+def model_states_bytes(psi, p, g, k, kind, dp, tp=1, pp=1, shard_size=None, distributed_optimizer=False,
+                       sharded=None):
     """Model-state bytes per GPU; psi / (tp pp) parameters per GPU; shard_size: the group
-    the layout shards over (default dp)."""
+    the layout shards over (default dp); sharded: the states split over it (default the
+    layout's, + k with the distributed optimizer)."""
     psi = psi / (tp * pp)
     n = shard_size or dp
-    sharded = LAYOUTS[kind].sharded + ("k" if distributed_optimizer else "")
+    if sharded is None:
+        sharded = LAYOUTS[kind].sharded + ("k" if distributed_optimizer else "")
     return sum(v * psi / (n if name in sharded else 1) for name, v in (("p", p), ("g", g), ("k", k)))
 
 
@@ -50,12 +55,23 @@ def activation_bytes_per_layer(s, b, h, a, t=1, recompute="selective", act_bytes
 
 
 def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
-    """Bytes one transformer layer keeps for backward (micro-batch b)."""
+    """Bytes one transformer layer keeps for backward (micro-batch b); a shaped model
+    (GQA, SwiGLU, MoE: shapes.py) by its own tensors, its largest layer (a MoE one if any)."""
+    f = W.recompute_share(recompute)
+    if 0 < f < 1:                             # partial: that share of the layers keeps its input only
+        full, none = (layer_activation_bytes(w, b, tp, rc, sp) for rc in ("full", "none"))
+        return f * full + (1 - f) * none
+    if "ffn_hidden" in w:
+        per_token = SH.activation_bytes_per_token(w, tp, sp or tp == 1, recompute, SH.moe_layers(w) > 0,
+                                                  w["bytes"]["act"])
+        return per_token * w["seq_len"] * b
     return activation_bytes_per_layer(w["seq_len"], b, w["hidden"], w["heads"], tp, recompute,
                                        w["bytes"]["act"], sp, w["attention"] == "flash")
 
 
-def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=False, virtual=1):
+def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=False, virtual=1, first_layers=None):
+    """The first pipeline stage's (first_layers layers; default ceil(L / pp)) activations with
+    its micro-batches in flight, plus the last stage's logits."""
     if w["kind"] != "transformer":
         return w["act_bytes_per_sample"] * b * w["bytes"]["act"] / 2.0
     per_layer = layer_activation_bytes(w, b, tp, recompute, sp)
@@ -63,4 +79,5 @@ def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=Fals
     if pp > 1 and virtual > 1:
         in_flight *= 1 + (pp - 1) / (pp * virtual)
     logits = 4.0 * w["seq_len"] * b * w["vocab"] / tp
-    return per_layer * math.ceil(w["layers"] / pp) * in_flight + logits
+    layers = first_layers or math.ceil(w["layers"] / pp)
+    return per_layer * layers * in_flight + logits

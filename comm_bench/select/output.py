@@ -7,12 +7,13 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from .layouts import LAYOUTS
 from .linkmodel import human_s
 
 MAX_ROWS = 12
 CANDIDATE_KEYS = ("layout", "kind", "framework", "feasible", "reason", "model_states_gb", "activations_gb", "memory_gb",
-                  "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "pp",
-                  "dp", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
+                  "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "cp", "pp",
+                  "dp", "ep", "reshard", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
                   "config", "micro_batch", "virtual_stages", "recompute", "distributed_optimizer", "sequence_parallel",
                   "global_batch", "collectives")
 LINK_KEYS = ("class", "scope", "op", "n", "alpha_us", "beta_gbs", "max_rel_err", "source", "transport", "sizes",
@@ -55,8 +56,9 @@ def candidate_table(res):
     for col in ("", "layout", "framework", "GB/GPU", "step", "exposed", "eff.", per, "fits"):
         t.add_column(col, justify="left" if col in ("", "layout", "framework", "fits") else "right",
                      no_wrap=col not in ("framework", "fits"))
-    shown = [c for c in res["candidates"] if c["kind"] != "megatron"]
-    shown += [c for c in res["candidates"] if c["kind"] == "megatron"][: max(0, MAX_ROWS - len(shown))]
+    mp = [c for c in res["candidates"] if LAYOUTS[c["kind"]].model_parallel]      # sorted best first
+    shown = [c for c in res["candidates"] if not LAYOUTS[c["kind"]].model_parallel or c["layout"] == rec]
+    shown += [c for c in mp if c["layout"] != rec][: max(0, MAX_ROWS - len(shown))]
     shown.sort(key=lambda c: (c["layout"] != rec, not c["feasible"], -(c["efficiency"] or 0)))
     for c in shown:
         t.add_row("*" if c["layout"] == rec else "", c["layout"], c["framework"], _f(c["memory_gb"], ".1f"),
@@ -93,7 +95,7 @@ def print_text(res, explain=False):
     t, hidden = candidate_table(res)
     con.print(t)
     if hidden:
-        con.print(f"({hidden} more tp x pp x dp layouts in --json)")
+        con.print(f"({hidden} more tp x cp x pp x dp x ep layouts in --json)")
     if best is not None:
         con.print("details:")
         for line in rec["rationale"][len(rec["why"]) + len(rec["config"]):]:

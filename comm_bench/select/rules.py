@@ -20,8 +20,8 @@ DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 TOP_KEYS = {"version", "mode", "rules"}
 NODE_KEYS = {"name", "if", "rules", "then"}
 THEN_KEYS = {"recommend", "framework", "rationale"}
-SPECIAL = {"best", "megatron", "none"}
-LAYOUT_RE = re.compile(r"^tp\d+-pp\d+-dp\d+$")
+SPECIAL = {"best", "megatron", "fsdp-tp", "none"}
+LAYOUT_RE = re.compile(r"^(fsdp-tp:)?tp\d+(-cp\d+)?-pp\d+-dp\d+(-ep\d+)?$")
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 
@@ -138,6 +138,8 @@ def resolve(recs, cands):
             c = F.best(cands)
         elif r == "megatron":
             c = F.best(cands, "megatron")
+        elif r == "fsdp-tp":
+            c = F.best(cands, "fsdp-tp")
         else:
             c = next((c for c in cands if c["layout"] == r and c["feasible"]), None)
         if c is not None:

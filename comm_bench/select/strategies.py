@@ -1,38 +1,70 @@
 """Candidate layouts (shapes) and where their groups sit.
 
 Data-parallel layouts over all N GPUs: every entry of layouts.DP_LAYOUTS (fsdp-hybrid only
-across several nodes). Megatron-style tp x pp x dp layouts (transformers only): tp any
-divisor of the GPUs per node that divides the heads and fits inside one NVLink domain
-(never across PCIe or nodes); pp any size up to the layer count with tp x pp dividing N
-(stages may be uneven, as Megatron-LM's --decoder-first-pipeline-num-layers allows);
-dp = N / (tp pp). Rank order: tp innermost, then dp, then pp (Megatron's), so a group of
-`size` ranks at `stride` spans n_intra GPUs on each of n_inter nodes.
+across several nodes). Model-parallel layouts (layouts.MP_LAYOUTS, transformers only), one
+table of shapes tp x cp x pp x dp with ep a column:
+  tp  a divisor of the GPUs per node that divides the heads, KV heads and hidden size and
+      fits inside one NVLink domain (never across PCIe or nodes);
+  cp  context parallelism, powers of two while each GPU keeps >= MIN_CP_TOKENS of the sequence;
+  pp  any size up to the layer count with tp x cp x pp dividing N (stages may be uneven);
+  dp  = N / (tp cp pp);
+  ep  expert parallelism (MoE models): a divisor of the experts and of dp x cp, the experts of
+      a layer split over ep GPUs (expert tensor parallelism = tp, Megatron-Core's default).
+Rank order tp, cp, dp, pp (Megatron-Core's tp-cp-ep-dp-pp): tp innermost, cp at stride tp,
+dp at stride tp cp, ep at stride tp (inside dp x cp), pp outermost, so a group of `size`
+ranks at `stride` spans n_intra GPUs on each of n_inter nodes.
 Each shape is then configured (micro-batch, interleaving, memory switches) by predict.
 """
 from __future__ import annotations
 
-from .layouts import DP_LAYOUTS, LAYOUTS
+from . import shapes as SH
+from .layouts import DP_LAYOUTS, LAYOUTS, MP_LAYOUTS
+
+MIN_CP_TOKENS = 4096      # below this per GPU, attention is too short to hide the ring's sends
 
 
 def _divisors(n, upto):
     return [d for d in range(1, min(n, upto) + 1) if n % d == 0]
 
 
+def cp_sizes(w, n):
+    out, cp = [1], 2
+    while w["seq_len"] // cp >= MIN_CP_TOKENS and n % cp == 0:
+        out.append(cp)
+        cp *= 2
+    return out
+
+
+def name(kind, tp, cp, pp, dp, ep):
+    """tpT-ppP-dpD (Megatron's), with -cpC / -epE where > 1; fsdp-tp: prefixed."""
+    core = f"tp{tp}" + (f"-cp{cp}" if cp > 1 else "") + f"-pp{pp}-dp{dp}" + (f"-ep{ep}" if ep > 1 else "")
+    return core if kind == "megatron" else f"{kind}:{core}"
+
+
 def candidates(w, cluster):
     N = cluster["world_size"]
-    out = [{"layout": k, "kind": k, "tp": 1, "pp": 1, "dp": N} for k in DP_LAYOUTS
+    out = [dict(layout=k, kind=k, tp=1, cp=1, pp=1, dp=N, ep=1) for k in DP_LAYOUTS
            if cluster["nodes"] > 1 or not LAYOUTS[k].across_nodes_only]
     if w["kind"] != "transformer":
         return out
     max_tp = cluster["nvlink_domain"] if cluster["nvlink"] else 1
+    experts = w.get("experts") or 1
     for tp in _divisors(cluster["gpus_per_node"], max_tp):
-        if w["heads"] % tp or w["hidden"] % tp:
+        if w["heads"] % tp or w["hidden"] % tp or w.get("kv_heads", tp) % tp:
             continue
-        for pp in _divisors(N // tp, w["layers"]):
-            if (tp, pp) == (1, 1):
-                continue
-            dp = N // (tp * pp)
-            out.append({"layout": f"tp{tp}-pp{pp}-dp{dp}", "kind": "megatron", "tp": tp, "pp": pp, "dp": dp})
+        for cp in cp_sizes(w, N // tp):
+            for pp in _divisors(N // (tp * cp), w["layers"]):
+                dp = N // (tp * cp * pp)
+                for ep in _divisors(experts, dp * cp) if SH.moe_layers(w) else [1]:
+                    if (dp * cp) % ep:
+                        continue
+                    for kind in MP_LAYOUTS:
+                        if kind == "megatron" and (tp, cp, pp, ep) == (1, 1, 1, 1):
+                            continue          # that is ddp
+                        if kind == "fsdp-tp" and (tp, cp, ep) == (1, 1, 1):
+                            continue          # fsdp, or pipelines of it: Megatron's ground
+                        out.append(dict(layout=name(kind, tp, cp, pp, dp, ep), kind=kind, tp=tp, cp=cp, pp=pp,
+                                        dp=dp, ep=ep))
     return out
 
 
@@ -50,10 +82,14 @@ def placement(size, stride, gpus_per_node):
 
 
 def groups(c, gpus_per_node):
-    """Placement of the tp, dp groups, the sharding group of a hybrid layout, the replicas
-    across nodes, and the scope of pipeline sends of candidate c."""
+    """Placement of the tp, cp, dp and ep groups, the gradient groups of dense and expert
+    weights (dp x cp; dp x cp / ep at stride tp ep), the sharding group of a hybrid layout,
+    the replicas across nodes, and the scope of pipeline sends of candidate c."""
     tp, pp, dp, G = c["tp"], c["pp"], c["dp"], gpus_per_node
-    pp_scope = "intra-node" if tp * dp * pp <= G else "inter-node"
+    cp, ep = c.get("cp", 1), c.get("ep", 1)
+    pp_scope = "intra-node" if tp * cp * dp * pp <= G else "inter-node"
     shard = min(G, dp)
-    return {"tp": placement(tp, 1, G), "dp": placement(dp, tp, G), "pp_scope": pp_scope,
+    return {"tp": placement(tp, 1, G), "cp": placement(cp, tp, G), "dp": placement(dp, tp * cp, G),
+            "ep": placement(ep, tp, G), "grad": placement(dp * cp, tp, G),
+            "expert_grad": placement(dp * cp // ep, tp * ep, G), "pp_scope": pp_scope,
             "node": placement(shard, tp, G), "replicas": placement(max(1, dp // shard), G, G)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UsageError
+from . import shapes as SH
 
 def _gpt(layers, hidden, heads, batch, seq=2048, vocab=51200):
     """A GPT model of Narayanan et al. 2021 (arXiv 2104.04473), Table 1: parameters
@@ -42,15 +43,15 @@ PRESETS = {
                   "vocab": 50257, "global_batch": 512, "source": "Radford et al. 2019, GPT-2 (1558M)",
                   "recipe_source": "Radford et al. 2019, section 2.3: batch size of 512"},
     "llama2-7b": {"params": 6_738_000_000, "layers": 32, "hidden": 4096, "heads": 32, "seq_len": 4096,
-                  "vocab": 32000, "global_batch": 1024,
+                  "ffn_hidden": 11008, "glu": True, "vocab": 32000, "global_batch": 1024,
                   "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 7B",
                   "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
     "llama2-13b": {"params": 13_016_000_000, "layers": 40, "hidden": 5120, "heads": 40, "seq_len": 4096,
-                   "vocab": 32000, "global_batch": 1024,
+                   "ffn_hidden": 13824, "glu": True, "vocab": 32000, "global_batch": 1024,
                    "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 13B",
                    "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
     "llama2-70b": {"params": 68_977_000_000, "layers": 80, "hidden": 8192, "heads": 64, "seq_len": 4096,
-                   "vocab": 32000, "global_batch": 1024,
+                   "kv_heads": 8, "ffn_hidden": 28672, "glu": True, "vocab": 32000, "global_batch": 1024,
                    "source": "Touvron et al. 2023 (arXiv 2307.09288), Llama 2 70B",
                    "recipe_source": "Touvron et al. 2023, section 2.2: 4M tokens per batch"},
     "megatron-1.7b": _gpt(24, 2304, 24, 512), "megatron-3.6b": _gpt(30, 3072, 32, 512),
@@ -59,6 +60,10 @@ PRESETS = {
     "megatron-146b": _gpt(80, 12288, 96, 2304), "megatron-310b": _gpt(96, 16384, 128, 2160),
     "megatron-530b": _gpt(105, 20480, 128, 2520), "megatron-1t": _gpt(128, 25600, 160, 3072),
 }
+PRESETS.update(SH.PRESETS)
+# shape flags (select's --kv-heads ...): the keys of a shaped workload (shapes.py)
+SHAPE_KEYS = ("kv_heads", "ffn_hidden", "experts", "experts_per_token", "shared_experts", "moe_layers",
+              "expert_ffn")
 ATTENTION = ("flash", "unfused")
 
 # bytes per parameter: p (parameters as stored and gathered), g (gradients as reduced),
@@ -72,6 +77,16 @@ PRECISIONS = {
     "fp32": {"p": 4, "g": 4, "k": 8, "act": 4, "note": "fp32 throughout, Adam fp32"},
 }
 RECOMPUTE = ("none", "selective", "full")     # select also takes "auto": the cheapest that fits
+# per-layer recomputation: every K-th layer of a stage recomputed in full (torchtitan's
+# selective_ac_option = "K"; Megatron-Core's --recompute-method block), tried by "auto"
+PARTIAL = ("partial:4", "partial:2")
+
+
+def recompute_share(rc):
+    """The share of a stage's layers recomputed in full: full 1, partial:K 1/K, else 0."""
+    if rc == "full":
+        return 1.0
+    return 1.0 / int(rc.split(":")[1]) if rc.startswith("partial:") else 0.0
 SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -101,7 +116,9 @@ def _derived_shape(params):
 
 def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
-          attention=None):
+          attention=None, shape=None):
+    """shape: {kv_heads, ffn_hidden, experts, ...} given on the command line (None: not given)."""
+    shape = {k: v for k, v in (shape or {}).items() if v is not None}
     if model and params:
         raise UsageError("give --model or --params, not both")
     if model:
@@ -112,6 +129,17 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads)):
             if v:
                 w[k] = v
+        if shape and "ffn_hidden" not in w:   # a 2021 preset reshaped: its GeLU MLP of 4 h
+            w.update(ffn_hidden=4 * w["hidden"], glu=False, tied=True)
+        w.update(shape)
+    elif shape and layers and hidden:       # a shape: parameters follow from it
+        w = {"name": "custom", "layers": layers, "hidden": hidden, "heads": heads or max(1, hidden // 128),
+             "ffn_hidden": 4 * hidden, "glu": "ffn_hidden" in shape, "seq_len": 2048, "vocab": 0,
+             "source": "the shape given (--layers, --hidden, --ffn-hidden ...)"}
+        w.update(shape)
+    elif shape:
+        raise UsageError("--kv-heads, --ffn-hidden and the --experts flags need --layers and --hidden "
+                         "(or a --model to change)")
     elif params:
         w = {"name": "custom", "params": int(params), "source": "--params"}
         if layers and hidden:
@@ -129,6 +157,8 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     else:
         raise UsageError("give --model NAME or --params N (see --help)")
     w.setdefault("kind", "transformer")
+    if "ffn_hidden" in w:
+        _complete_shape(w)
     if not 0 < w["params"] <= MAX_PARAMS:
         raise UsageError(f"--params must be > 0 and at most {MAX_PARAMS:g} (got {w['params']:g})")
     if seq_len:
@@ -163,6 +193,22 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
+def _complete_shape(w):
+    """Defaults and checks of a shaped workload, then its parameters from the shape."""
+    w.setdefault("kv_heads", w["heads"])
+    if w.get("experts"):
+        w.setdefault("experts_per_token", 1)
+        w.setdefault("expert_ffn", w["ffn_hidden"])
+        w.setdefault("moe_layers", w["layers"])
+        if not w["experts_per_token"] <= w["experts"] or not 0 < w["moe_layers"] <= w["layers"]:
+            raise UsageError(f"--experts-per-token must be at most --experts ({w['experts']}) and --moe-layers "
+                             f"at most --layers ({w['layers']})")
+    if w["heads"] % w["kv_heads"]:
+        raise UsageError(f"--heads ({w['heads']}) must be a multiple of --kv-heads ({w['kv_heads']})")
+    w["params"] = SH.params(w)
+    w["active_params"] = SH.params(w, active=True)
+
+
 def flops_per_sample(w, recompute="none"):
     """Training FLOPs of one sample (one sequence) with `recompute`. Transformers
     (Narayanan et al. 2021, section 5.1, generalised to any parameter count P): forward =
@@ -173,11 +219,26 @@ def flops_per_sample(w, recompute="none"):
     recomputation."""
     if w["kind"] != "transformer":
         return w["flops_per_sample"]
+    if "ffn_hidden" in w:                  # a shape: shapes.py counts its FLOPs
+        fwd = w["seq_len"] * SH.forward_flops_per_token(w, w["seq_len"])
+        return (3 + recompute_share(recompute)) * fwd
     s = w["seq_len"]
     attn = 4.0 * s * s * w["layers"] * w["hidden"]
     fwd = 2.0 * s * w["params"] + attn
-    extra = fwd if recompute == "full" else (attn if recompute == "selective" and w["attention"] == "unfused" else 0)
+    extra = fwd * recompute_share(recompute) + (attn if recompute == "selective" and w["attention"] == "unfused"
+                                                else 0)
     return 3 * fwd + extra
+
+
+def attention_share(w):
+    """The share of a transformer's forward FLOPs in the attention scores and their use
+    (what ring attention's sends hide behind)."""
+    if w["kind"] != "transformer":
+        return 0.0
+    s = w["seq_len"]
+    if "ffn_hidden" in w:
+        return w["layers"] * SH.attention_flops_per_token(w, s) / SH.forward_flops_per_token(w, s)
+    return 4.0 * s * w["layers"] * w["hidden"] / (2.0 * w["params"] + 4.0 * s * w["layers"] * w["hidden"])
 
 
 def tensors(w):
@@ -188,6 +249,12 @@ def tensors(w):
     if w["kind"] != "transformer":
         n, r = divmod(w["params"], 1_000_000)
         return [1_000_000] * n + ([r] if r else [])
+    if "ffn_hidden" in w:                  # a shape: attention and MLP (or experts) per layer
+        out = []
+        for moe in _layer_kinds(w):
+            attn = SH.attention_params(w)
+            out += [attn, SH.layer_params(w, moe) - attn]
+        return out
     h2 = w["hidden"] ** 2
     f = w["params"] / (12 * w["layers"] * h2)
     return [round(k * h2 * f) for k in (3, 1, 4, 4)] * w["layers"]
@@ -197,4 +264,12 @@ def units(w):
     """FSDP / ZeRO-3 units: one per transformer layer (params / L each); a CNN's tensors."""
     if w["kind"] != "transformer":
         return tensors(w)
+    if "ffn_hidden" in w:
+        return [SH.layer_params(w, moe) for moe in _layer_kinds(w)]
     return [w["params"] / w["layers"]] * w["layers"]
+
+
+def _layer_kinds(w):
+    """Per layer, in order: is it a MoE layer (the last moe_layers are)."""
+    n_moe = SH.moe_layers(w)
+    return [i >= w["layers"] - n_moe for i in range(w["layers"])]

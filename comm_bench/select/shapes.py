@@ -1,0 +1,155 @@
+"""Transformer shapes of today, with parameters and FLOPs derived from the shape
+(docs/selection.md, section 3, "Shapes").
+
+A shape: layers L, hidden h, query heads a of head_dim d (h / a unless given), kv_heads
+(grouped-query attention; a = classic multi-head), ffn_hidden f with `glu` (SwiGLU: gate,
+up and down matrices, 3 h f; GeLU: 2 h f), vocabulary V (`tied`: one matrix for the
+embedding and the output layer), and for a mixture of experts: experts E of expert_ffn
+f_e each, experts_per_token k, shared_experts (always active), moe_layers (the last ones;
+the first L - moe_layers are dense, as DeepSeek-V3's first 3). `mla`: multi-head latent
+attention (DeepSeek-V2/V3) with q_lora, kv_lora, qk_nope, qk_rope and v head dimensions.
+Norm weights (2 h per layer + h) are counted; biases are not (none of these models has any).
+"""
+from __future__ import annotations
+
+
+def attention_params(s):
+    """Weights of one attention block."""
+    h, a = s["hidden"], s["heads"]
+    m = s.get("mla")
+    if m:       # q: h -> q_lora -> a (nope + rope); kv: h -> kv_lora (+ rope key) -> a (nope + v); out a v -> h
+        q = (h * m["q_lora"] + m["q_lora"] * a * (m["qk_nope"] + m["qk_rope"])) if m["q_lora"] \
+            else h * a * (m["qk_nope"] + m["qk_rope"])
+        kv = h * (m["kv_lora"] + m["qk_rope"]) + m["kv_lora"] * a * (m["qk_nope"] + m["v"])
+        return q + kv + a * m["v"] * h + m["q_lora"] + m["kv_lora"]     # + the two latent norms
+    d = head_dim(s)
+    return h * a * d + 2 * h * s["kv_heads"] * d + a * d * h
+
+
+def head_dim(s):
+    return s.get("head_dim") or s["hidden"] // s["heads"]
+
+
+def mlp_params(h, f, glu):
+    return (3 if glu else 2) * h * f
+
+
+def moe_layers(s):
+    return s.get("moe_layers", s["layers"]) if s.get("experts") else 0
+
+
+def layer_params(s, moe, active=False):
+    """Weights of one layer: attention + (dense MLP | router + experts + shared experts) + 2 norms.
+    active: only the experts a token goes through (k of E)."""
+    h = s["hidden"]
+    if not moe:
+        ffn = mlp_params(h, s["ffn_hidden"], s["glu"])
+    else:
+        e = s["experts_per_token"] if active else s["experts"]
+        ffn = h * s["experts"] + (e + s.get("shared_experts", 0)) * mlp_params(h, s["expert_ffn"], s["glu"])
+    return attention_params(s) + ffn + 2 * h
+
+
+def embedding_params(s):
+    return s["vocab"] * s["hidden"] * (1 if s.get("tied") else 2)
+
+
+def params(s, active=False):
+    """Total (or active per token) parameters of the shape."""
+    n_moe = moe_layers(s)
+    dense = s["layers"] - n_moe
+    moe = n_moe * layer_params(s, True, active) if n_moe else 0
+    return dense * layer_params(s, False) + moe + embedding_params(s) + s["hidden"]
+
+
+def expert_params(s):
+    """Weights of the routed experts (all layers): the part expert parallelism shards."""
+    return moe_layers(s) * s["experts"] * mlp_params(s["hidden"], s["expert_ffn"], s["glu"])
+
+
+def attention_flops_per_token(s, seq):
+    """Forward FLOPs of the attention scores and their use, per token per layer (averaged
+    over the layers), counted over the whole s x s matrix (not halved for a causal mask: the
+    convention of Megatron-LM's and Llama 3's model FLOPs): 2 s a (d_qk + d_v); a layer with
+    a sliding window w (window_layers of them, gpt-oss) attends to min(s, w) keys."""
+    m = s.get("mla")
+    dqk, dv = ((m["qk_nope"] + m["qk_rope"]), m["v"]) if m else (head_dim(s), head_dim(s))
+    keys = seq
+    if s.get("window"):
+        share = s["window_layers"] / s["layers"]
+        keys = (1 - share) * seq + share * min(seq, s["window"])
+    return 2.0 * keys * s["heads"] * (dqk + dv)
+
+
+def forward_flops_per_token(s, seq):
+    """2 x the active weights a token multiplies (the input embedding is a lookup, the
+    output layer a matrix) + the attention scores."""
+    matmul = params(s, active=True) - s["vocab"] * s["hidden"] * (0 if s.get("tied") else 1)
+    return 2.0 * matmul + s["layers"] * attention_flops_per_token(s, seq)
+
+
+def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2):
+    """Bytes one layer keeps for backward per token (16-bit elements; flash attention keeps
+    no score matrix; no dropout), generalising Korthikanti et al. 2022 (arXiv 2205.05198)
+    to GQA and SwiGLU: the two norms' inputs (2 h) and the inputs of the QKV and first MLP
+    projections (2 h), replicated over tp unless sequence parallel; q, k, v (h_q + 2 h_kv)
+    and the attention output (h_q) for flash attention's backward; the MLP's intermediates
+    (SwiGLU: gate, up and their product, 3 f; GeLU: its input and output, 2 f). A MoE layer
+    keeps the intermediates of each of the k routed experts (+ shared experts) per token and
+    their inputs (h each). full recomputation keeps the layer input only."""
+    h = s["hidden"]
+    shared = (2 * h) if sp else 2 * h * tp      # LN inputs, in elements x tp (divided below)
+    if recompute == "full":
+        return act_bytes * (h if sp else h * tp) / tp
+    m = s.get("mla")
+    hq = s["heads"] * (m["qk_nope"] + m["qk_rope"] if m else head_dim(s))
+    hkv = s["heads"] * (m["qk_nope"] + m["qk_rope"] + m["v"]) / 2 if m else s["kv_heads"] * head_dim(s)
+    hv = s["heads"] * m["v"] if m else hq
+    linear_in = (2 * h) if sp else 2 * h * tp
+    attn = hq + 2 * hkv + hv
+    if moe:
+        per_expert = h + (3 if s["glu"] else 2) * s["expert_ffn"]
+        mlp = (s["experts_per_token"] + s.get("shared_experts", 0)) * per_expert
+    else:
+        mlp = (3 if s["glu"] else 2) * s["ffn_hidden"]
+    return act_bytes * (shared + linear_in + attn + mlp) / tp
+
+
+def _llama3(layers, hidden, heads, ffn, name):
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 8, "ffn_hidden": ffn, "glu": True,
+            "vocab": 128256, "seq_len": 8192, "global_batch": 2048,
+            "source": f"Llama 3 paper (Grattafiori et al. 2024, arXiv 2407.21783), Table 3; HF meta-llama/{name} config",
+            "recipe_source": "Llama 3 paper, section 3.4.1: 16M tokens per batch at sequence 8,192 (405B)"}
+
+
+def _mixtral(layers, hidden, heads, expert_ffn, vocab, name):
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 8, "ffn_hidden": expert_ffn,
+            "glu": True, "vocab": vocab, "experts": 8, "experts_per_token": 2, "expert_ffn": expert_ffn,
+            "seq_len": 4096, "global_batch": 256,
+            "source": f"Jiang et al. 2024 (arXiv 2401.04088), Table 1; HF mistralai/{name} config",
+            "recipe_source": "no published recipe: 256 x 4,096 = 1M tokens, NeMo's performance recipe (assumed)"}
+
+
+# Shaped presets: parameters and FLOPs follow from the shape (checked against the
+# published totals in tests/test_select_shapes.py).
+PRESETS = {
+    "llama3-8b": _llama3(32, 4096, 32, 14336, "Meta-Llama-3-8B"),
+    "llama3-70b": _llama3(80, 8192, 64, 28672, "Meta-Llama-3-70B"),
+    "llama3-405b": _llama3(126, 16384, 128, 53248, "Llama-3.1-405B"),
+    "mixtral-8x7b": _mixtral(32, 4096, 32, 14336, 32000, "Mixtral-8x7B-v0.1"),
+    "mixtral-8x22b": _mixtral(56, 6144, 48, 16384, 32768, "Mixtral-8x22B-v0.1"),
+    "gpt-oss-120b": {"layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64, "ffn_hidden": 2880,
+                     "glu": True, "vocab": 201088, "experts": 128, "experts_per_token": 4, "expert_ffn": 2880,
+                     "window": 128, "window_layers": 18, "seq_len": 4096, "global_batch": 512,
+                     "source": "OpenAI gpt-oss model card (arXiv 2508.10925), Table 1; HF openai/gpt-oss-120b config "
+                               "(biases and attention sinks not counted)",
+                     "recipe_source": "no published recipe: 512 x 4,096, Megatron-Bridge's performance recipe (assumed)"},
+    "deepseek-v3": {"layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432, "glu": True,
+                    "vocab": 129280, "experts": 256, "experts_per_token": 8, "shared_experts": 1,
+                    "expert_ffn": 2048, "moe_layers": 58,
+                    "mla": {"q_lora": 1536, "kv_lora": 512, "qk_nope": 128, "qk_rope": 64, "v": 128},
+                    "seq_len": 4096, "global_batch": 15360,
+                    "source": "DeepSeek-V3 technical report (arXiv 2412.19437), section 4.2; HF "
+                              "deepseek-ai/DeepSeek-V3 config (the multi-token-prediction module not counted)",
+                    "recipe_source": "DeepSeek-V3 report, section 4.2: batch 15,360 sequences of 4,096"},
+}

@@ -1,0 +1,211 @@
+"""One configured candidate: its memory per GPU and its step time (docs/selection.md,
+sections 4 and 5).
+
+evaluate(c, w, cluster, lm, compute, cfg) with cfg = Config(b, v, recompute, distributed
+optimizer, sequence parallel, reshard) returns the candidate's figures, feasible or why not.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import memory as M
+from . import shapes as SH
+from .layouts import LAYOUTS, stage_layers, state_bytes
+from .linkmodel import worst
+from .strategies import groups
+from .traffic import DEEPSPEED_BUCKET_ELEMS, Timeline, chunks, ddp_buckets
+from .workload import attention_share, recompute_share, tensors, units as fsdp_units
+
+
+@dataclass(frozen=True)
+class Config:
+    b: int                      # micro-batch (sequences per data-parallel rank)
+    v: int                      # virtual pipeline stages (interleaving)
+    recompute: str
+    dist: bool = False          # Megatron's distributed optimizer (overlapped RS / AG)
+    sp: bool = False            # sequence parallelism
+    reshard: bool = True        # FSDP: reshard parameters after forward
+
+
+def batch_split(gb, b, dp, pp, v):
+    """(micro-batches m, the global batch used): gb rounded to the nearest multiple of b x dp
+    (x pp with interleaving, Megatron's m % pp == 0); (0, unit) when gb is smaller than one
+    such unit (more data-parallel ranks than sequences: not a rounding, another recipe)."""
+    unit = b * dp * (pp if v > 1 else 1)
+    if gb < unit:
+        return 0, unit
+    n = round(gb / unit)
+    return n * unit // (b * dp), n * unit
+
+
+def split_params(w, c):
+    """(dense parameters, expert parameters) one GPU holds: dense / (tp pp), plus the
+    embedding or output layer (V h / tp) on the first and last stage; experts / (tp pp ep)."""
+    tp, pp, ep = c["tp"], c["pp"], c.get("ep", 1)
+    experts = SH.expert_params(w) if "ffn_hidden" in w and SH.moe_layers(w) else 0
+    dense = w["params"] - experts
+    emb_all = (SH.embedding_params(w) if "ffn_hidden" in w else w["vocab"] * w["hidden"]) if w["vocab"] else 0
+    if pp > 1 and w["vocab"]:
+        local = (dense - emb_all) / (tp * pp) + w["vocab"] * w["hidden"] / tp
+    else:
+        local = dense / (tp * pp)
+    return local, experts / (tp * pp * ep)
+
+
+def _sharded(lay, cfg, pp):
+    """Which states the layout splits over its sharding group for this configuration."""
+    if lay.kind == "fsdp-tp" and not cfg.reshard:
+        return "k" if pp > 1 else "gk"       # kept unsharded across micro-batches (FSDP2 + PP)
+    return lay.sharded + ("k" if cfg.dist else "")
+
+
+def infeasible(out, reason):
+    out.update(feasible=False, reason=reason, step_s=None, efficiency=None, comm_s=None, exposed_comm_s=None,
+               compute_s=None, bubble=None, samples_per_s=None, tokens_per_s=None, comm_source=None,
+               collectives=[], overlap=None, overlap_source=None)
+    return out
+
+
+def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
+    kind, tp, pp, dp = c["kind"], c["tp"], c["pp"], c["dp"]
+    cp, ep = c.get("cp", 1), c.get("ep", 1)
+    lay = LAYOUTS[kind]
+    N, G = cluster["world_size"], cluster["gpus_per_node"]
+    b, v, rc = cfg.b, cfg.v, cfg.recompute
+    m, gb = batch_split(w["global_batch"] or w["micro_batch"] * N, b, dp, pp, v)
+    out = dict(c, hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist,
+               sequence_parallel=cfg.sp, reshard=cfg.reshard, microbatches=m, global_batch=gb)
+    if m == 0:
+        return infeasible(dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None),
+                          f"global batch {w['global_batch'] or w['micro_batch'] * N} < micro-batch {b} x dp {dp}"
+                          + (f" x pp {pp} (interleaved)" if v > 1 else "") + " (--global-batch)")
+    g = groups(c, G)
+    bc = b / cp                               # a GPU's share of the micro-batch's tokens
+    # memory
+    sb, g_comm = state_bytes(kind, w)
+    shard = (g["node"][0] * g["node"][1]) if lay.shard_group == "node" else dp * cp
+    dense, experts = split_params(w, c)
+    sharded = _sharded(lay, cfg, pp)
+    states = (M.model_states_bytes(dense, sb["p"], sb["g"], sb["k"], kind, shard, sharded=sharded)
+              + M.model_states_bytes(experts, sb["p"], sb["g"], sb["k"], kind, max(1, shard // ep), sharded=sharded))
+    transformer = w["kind"] == "transformer"
+    first, middle, last = stage_layers(w["layers"], pp) if transformer else (1, 1, 1)
+    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first)
+    units = [u * (dense + experts) / max(1.0, w["params"] / pp) for u in fsdp_units(w)]   # a GPU's part
+    buffers = 0.0
+    if "p" in sharded:                        # two units gathered at a time, one's gradients
+        buffers = 2 * max(units) * sb["p"] + max(units) * sb["g"]
+    if lay.hpz:                               # the node's secondary parameter partition
+        buffers += sb["p"] * w["params"] / (g["node"][0] * g["node"][1])
+    mem = states + acts + buffers
+    usable = cluster["gpu_mem_gb"] * (1 - headroom)
+    out.update(model_states_gb=round(states / 1e9, 3), activations_gb=round(acts / 1e9, 3),
+               buffers_gb=round(buffers / 1e9, 3), memory_gb=round(mem / 1e9, 3))
+    if mem / 1e9 > usable:
+        return infeasible(out, f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU")
+    # time: the stage of one micro-batch
+    layers_stage = max(first, middle, last)   # the slowest stage sets the pipeline's pace
+    share = layers_stage / w["layers"] if transformer else 1.0
+    t_mb = compute.seconds(bc, tp, share, rc, cfg.sp, ep)
+    tl = Timeline(lm)
+    act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
+    per_mb = 0.0                              # exposed model-parallel communication per micro-batch
+    redo = recompute_share(rc)                # a recomputed forward repeats its layers' traffic
+    if tp > 1:
+        e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce",
+                      [act] * round((4 + 2 * redo) * layers_stage), g["tp"], repeat=m)
+        per_mb += e.seconds / m
+    if cp > 1:                                # ring attention: K, V chunks around the cp ring
+        kv = act / w["hidden"] * 2 * w.get("kv_heads", w["heads"]) * SH.head_dim(w) / tp if "ffn_hidden" in w \
+            else 2 * act / tp
+        sends = round((cp - 1) * (3 + redo) * layers_stage)   # forward K V, backward K V + dK dV
+        e, _ = tl.add("context-parallel K/V ring send/recv", "p2p", [kv] * sends, (2, 1), repeat=m,
+                      scope="intra-node" if tp * cp <= G else "inter-node")
+        hidden_by = attention_share(w) * t_mb  # each ring step overlaps the previous chunk's attention
+        per_mb += max(0.0, e.seconds / m - hidden_by)
+    n_moe = math.ceil(SH.moe_layers(w) * layers_stage / w["layers"]) if "ffn_hidden" in w else 0
+    if n_moe and ep > 1:                      # dispatch + combine, forward and backward
+        tokens = act / w["hidden"] / w["bytes"]["act"] / tp      # sequence parallel: tokens split over tp
+        S = tokens * w["experts_per_token"] * w["hidden"] * w["bytes"]["act"]
+        e, _ = tl.add("expert-parallel all-to-all (dispatch, combine)", "alltoall",
+                      [S] * round((4 + 2 * redo) * n_moe), g["ep"], repeat=m)
+        per_mb += e.seconds / m
+    if pp > 1:
+        e, _ = tl.add("pipeline activation send/recv", "p2p", [act / tp] * (2 * v), (2, 1), repeat=m,
+                      scope=g["pp_scope"])
+        per_mb += e.seconds / m
+    bubble = (pp - 1) / v
+    t_pipe = (m + bubble) * (t_mb + per_mb)
+    # data-parallel traffic, dense and expert weights over their own groups
+    mechanism = "backward" if (kind == "megatron" and cfg.dist) else lay.overlap
+    F, out["overlap_source"] = overlap_for(overlap, g["grad"] if lay.model_parallel else g["dp"], mechanism)
+    out["overlap"] = F
+    bwd = t_mb * (2 + redo) / (3 + redo)      # backward's share of the stage's compute
+    exposed = 0.0
+    parts = [(dense, g["grad"] if lay.model_parallel else (g["node"] if lay.shard_group == "node" else g["dp"]),
+              ""), (experts, g["expert_grad"], " (experts)")]
+    for P_local, place, tag in parts:
+        if P_local <= 0:
+            continue
+        exposed += _dp_traffic(tl, w, lay, cfg, sb, g_comm, P_local, place, tag, units, m, pp, F, t_mb, bwd, g,
+                               shard, sharded)
+    step = t_pipe + exposed
+    ref = compute.seconds(w["micro_batch"], 1, 1.0, "none", False) / w["micro_batch"]
+    comm = sum(i["seconds"] for i in tl.items)
+    out.update(comm_s=comm, exposed_comm_s=exposed + m * per_mb, compute_s=m * t_mb,
+               bubble=bubble / (m + bubble), step_s=step, efficiency=gb * ref / (N * step),
+               samples_per_s=gb / step, tokens_per_s=gb * w["seq_len"] / step,
+               comm_source=worst(*(i["source"] for i in tl.items)) if tl.items else "measured",
+               collectives=tl.items, feasible=True, reason=f"fits: {mem / 1e9:.1f} of {usable:.1f} GB usable")
+    return out
+
+
+def _dp_traffic(tl, w, lay, cfg, sb, g_comm, P_local, place, tag, units, m, pp, F, t_mb, bwd, g, shard, sharded):
+    """Add one weight group's data-parallel collectives to tl; return their exposed seconds."""
+    grad_op, grad_when = lay.grads
+    # FSDP / ZeRO-3: per layer, per micro-batch (torchtitan without resharding and without a
+    # pipeline still gathers each micro-batch's parameters in forward: held until its backward)
+    per_unit = "p" in sharded or lay.kind == "fsdp-tp"
+    frac = P_local / max(1.0, sum(units))     # this group's share of each unit
+    if lay.kind == "fsdp-tp" and not cfg.reshard and pp > 1:
+        # parameters gathered before the first micro-batch and kept; gradients accumulated
+        # unsharded and reduce-scattered after the last (FSDP2 under a pipeline schedule)
+        sizes = [u * frac * g_comm for u in units]
+        rs, last = tl.add(f"gradient reduce_scatter per unit{tag}", "reduce_scatter", sizes, place)
+        ag, first = tl.add(f"parameter all_gather per unit, once per step{tag}", "all_gather",
+                           [u * frac * sb["p"] for u in units], place)
+        return max(first.seconds, ag.seconds - F * (t_mb - bwd)) + max(last.seconds, rs.seconds - F * bwd)
+    per_mb = 1 if grad_when == "step" and not per_unit else m
+    if lay.kind == "ddp":
+        sizes = ddp_buckets(tensors(w), g_comm, w["bucket_mb"])
+    elif lay.kind == "megatron" and not cfg.dist:
+        sizes = ddp_buckets([P_local], g_comm, w["bucket_mb"])
+    else:
+        grad_op = "reduce_scatter" if cfg.dist else grad_op
+        sizes = ([u * frac * g_comm for u in units] if per_unit
+                 else chunks(P_local * g_comm, DEEPSPEED_BUCKET_ELEMS * g_comm))
+    grad, last = tl.add(f"gradient {grad_op}" + (" per micro-batch" if per_mb > 1 else "") + tag, grad_op, sizes,
+                        place, repeat=per_mb)
+    if per_unit:
+        unit_p = [u * frac * sb["p"] for u in units]
+        agf, first = tl.add(f"parameter all_gather per unit (forward){tag}", "all_gather", unit_p, place, repeat=m)
+        total = grad.seconds + agf.seconds
+        if cfg.reshard:
+            agb, _ = tl.add("parameter all_gather per unit (backward" + (", from the node's copy)" if lay.hpz else ")")
+                            + tag, "all_gather", unit_p, g["node"] if lay.hpz else place, repeat=m)
+            total += agb.seconds
+        if lay.replicas and g["replicas"][1] > 1:
+            rep, _ = tl.add("shard all_reduce across nodes per micro-batch", "all_reduce",
+                            [u * g_comm / shard for u in units], g["replicas"], repeat=m)
+            total += rep.seconds
+        # forward hides the forward all_gathers; backward the rest
+        rest = (total - agf.seconds) / m
+        return m * (max(first.seconds, agf.seconds / m - F * (t_mb - bwd)) + max(0.0, rest - F * bwd))
+    exposed = per_mb * max(last.seconds, grad.seconds / per_mb - F * bwd) if grad.seconds else 0.0
+    if lay.params == "step" or cfg.dist:
+        ag, first = tl.add(f"parameter all_gather (after the step){tag}", "all_gather",
+                           chunks(P_local * sb["p"], DEEPSPEED_BUCKET_ELEMS * sb["p"]), place)
+        # Megatron's --overlap-param-gather hides it behind the next forward; DeepSpeed's is exposed
+        exposed += max(first.seconds, ag.seconds - F * (t_mb - bwd)) if cfg.dist else ag.seconds
+    return exposed

@@ -1,0 +1,132 @@
+"""select for mixture-of-experts models (issue 32): the expert-parallel all-to-all is priced
+from the measured alltoall curve of the link it crosses, so a slower inter-node alltoall
+changes the answer; the alltoall cost model; published runs' layouts are expressible and
+feasible under their settings (tools/check_select_runs.py)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import select_docs as SD
+from comm_bench.select import collectives as CO
+from comm_bench.select import select
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import check_select_runs as RUNS  # noqa: E402
+
+A2A = ("alltoall",)
+
+
+def test_alltoall_cost_model():
+    """Pairwise alltoall of a rank's S-byte buffer over n ranks: (n-1) steps, (n-1)/n of S
+    leaves the rank (ops.py's bus factor); across nodes only the inter-node share."""
+    a, b = 10e-6, 50e9
+    assert CO.ring("alltoall", 1e9, 4, a, b) == pytest.approx(3 * a + 0.75 * 1e9 / b)
+    assert CO.hierarchical_stages("alltoall", 1e9, 8, 2) == [("alltoall", 1e9, 2, "inter-node")]
+
+
+H100 = dict(gpu_name="NVIDIA H100 80GB HBM3", gpu_mem_bytes=81559 * 2 ** 20, nvlink_version=4, nvlink_links=18,
+            nvlink_gbs=450.0)
+
+
+def _cluster(folder, a2a_busbw):
+    """DGX H100 nodes (8 GPUs, NVSwitch, one 400G NIC per GPU), NCCL measured: 8-GPU
+    collectives and alltoall, 2 x 8 collectives at 370 GB/s busbw, and a 2 x 8 alltoall."""
+    topo = lambda h: SD.node_topology(h, nic_gbs=50.0, nic_kind="ib", **H100)  # noqa: E731
+    docs = {"intra": SD.collective_doc(["n0"], 8, 8e-6, 360e9, ops=("all_reduce", "all_gather", "reduce_scatter")
+                                       + A2A, topology=topo),
+            "inter": SD.collective_doc(["n0", "n1"], 8, 20e-6, 370e9, topology=topo),
+            "a2a": SD.collective_doc(["n0", "n1"], 8, 20e-6, a2a_busbw, ops=A2A, topology=topo)}
+    return [SD.write(folder / f"{k}.json", d) for k, d in docs.items()]
+
+
+def test_slower_inter_node_alltoall_changes_the_moe_answer(tmp_path):
+    """mixtral-8x22b on 8 x 8 H100. The 2 x 8 alltoall at 87 GB/s busbw (half of each buffer
+    crosses the node at 0.925 x 50 GB/s per GPU: 2 x 46 x 15/16): the answer's expert-parallel
+    group spans two nodes. Made 4x slower (21.75 GB/s): the answer keeps expert parallelism
+    inside a node (and pipelines deeper)."""
+    answers = {}
+    for busbw in (87e9, 21.75e9):
+        folder = tmp_path / f"a2a{busbw / 1e9:g}"
+        folder.mkdir()
+        res = select(_cluster(folder, busbw), model="mixtral-8x22b", nodes=8)
+        rec = next(c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"])
+        answers[busbw] = (rec, [i for i in rec["collectives"] if i["op"] == "alltoall"])
+    (fast, fast_a2a), (slow, slow_a2a) = answers[87e9], answers[21.75e9]
+    assert fast["ep"] > 1 and fast_a2a[0]["n_inter"] > 1          # experts spread across nodes
+    assert "a2a.json" in fast_a2a[0]["note"]                       # priced from the measured alltoall
+    assert slow["layout"] != fast["layout"]
+    assert slow["ep"] > 1 and all(i["n_inter"] == 1 for i in slow_a2a)   # EP inside a node only
+    assert slow["tokens_per_s"] < fast["tokens_per_s"]
+    assert any("--expert-model-parallel-size" in line or "expert_parallel_degree" in line
+               for line in fast["config"])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("runs"))
+    return [RUNS.check_row(d, *r) for r in RUNS.RUNS]
+
+
+def test_published_layouts_are_expressible_and_feasible(runs):
+    """Every published run of tools/check_select_runs.py is a feasible layout under its own
+    settings (how close each lands is docs/benchmarks/selection-runs.md's table)."""
+    for r in runs:
+        assert r["published_config"]["feasible"], r
+        assert r["recommended"] and r["recommended_vs_published"] >= 1 - 1e-3, r
+    assert sum(r["seq"] >= 8192 for r in runs) >= 2
+    assert sum(r["model"] in ("gpt-oss-120b", "mixtral-8x7b", "deepseek-v3") for r in runs) >= 2
+
+
+def test_expert_and_dense_weights_split_by_hand():
+    """DeepSeek-V3 on tp2 pp8 ep64: dense weights / (tp pp) + one V h / tp embedding on the end
+    stages; routed experts / (tp pp ep)."""
+    from comm_bench.select import shapes as SH
+    from comm_bench.select import workload as W
+    from comm_bench.select.step import split_params
+    w = W.build("deepseek-v3")
+    experts = SH.expert_params(w)
+    assert experts == 58 * 256 * 3 * 7168 * 2048
+    dense, exp = split_params(w, {"tp": 2, "pp": 8, "ep": 64})
+    emb = 2 * 129280 * 7168
+    assert dense == pytest.approx((w["params"] - experts - emb) / 16 + 129280 * 7168 / 2)
+    assert exp == pytest.approx(experts / (2 * 8 * 64))
+
+
+def test_fsdp_without_reshard_keeps_params_and_grads_under_a_pipeline(tmp_path):
+    """torchtitan with PP and reshard_after_forward off: (p + g) psi' + k psi' / N; resharded:
+    all three / N (+ two gathered units)."""
+    hosts = ["n0", "n1"]
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(hosts, 8, 20e-6, 45e9))]
+    from comm_bench.select.predict import predict
+    res = select(docs, model="llama3-8b", micro_batch=1)
+    w, cl, lm, comp, ov, hr = res["context"]
+    shape = {"layout": "x", "kind": "fsdp-tp", "tp": 2, "cp": 1, "pp": 2, "dp": 4, "ep": 1}
+    keep = predict(shape, w, cl, lm, comp, ov, hr, force=("none", False, True, False))
+    shard = predict(shape, w, cl, lm, comp, ov, hr, force=("none", False, True, True))
+    from comm_bench.select.step import split_params
+    psi = split_params(w, shape)[0]
+    assert keep["model_states_gb"] == pytest.approx((4 * psi + 12 * psi / 4) / 1e9, abs=1e-3)
+    assert shard["model_states_gb"] == pytest.approx(16 * psi / 4 / 1e9, abs=1e-3)
+    assert any("once per step" in i["what"] for i in keep["collectives"])
+
+
+def test_ring_attention_sends_by_hand(tmp_path):
+    """llama3-8b at 131,072 tokens on tp2 x cp8: per layer (cp - 1) x 3 sends of a K, V chunk
+    of s / cp tokens x 2 x 8 KV heads x 128 / tp x 2 bytes = 33.6 MB."""
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    from comm_bench.select.predict import predict
+    res = select(docs, model="llama3-8b", seq_len=131072, global_batch=2, micro_batch=1)
+    w, cl, lm, comp, ov, hr = res["context"]
+    c = predict({"layout": "x", "kind": "megatron", "tp": 2, "cp": 8, "pp": 1, "dp": 1, "ep": 1}, w, cl, lm, comp,
+                ov, hr, force=("full", True, True))
+    ring = next(i for i in c["collectives"] if i["what"].startswith("context-parallel"))
+    chunk = 131072 / 8 * 2 * 8 * 128 / 2 * 2
+    assert ring["count"] == c["microbatches"] * 7 * 4 * 32                 # full recomputation: 4 per step
+    assert ring["bytes"] == pytest.approx(ring["count"] * chunk)
+    assert any("--context-parallel-size 8" in line for line in c["config"])
