@@ -26,23 +26,28 @@ from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSA
                          OK, SET, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys, pack_values, proof,
                          unpack_values)
 
-def _recv_exact(sock, n: int) -> bytearray:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = sock.recv_into(view[got:], min(n - got, 1 << 22))
+def _read_frame(sock, views: bool = False):
+    """One reply: a small one in a single recv; a large one into a buffer of its size."""
+    head = sock.recv(1 << 16)
+    while 0 < len(head) < 4:
+        more = sock.recv(4 - len(head))
+        head += more
+        if not more:
+            break
+    if len(head) < 4:
+        raise ConnectionError("the rendezvous store closed the connection")
+    (size,) = _LEN.unpack_from(head)
+    if not 1 <= size <= MAX_MESSAGE:
+        raise ConnectionError(f"a store message of {size} B (at most {MAX_MESSAGE})")
+    body = bytearray(size)
+    body[:len(head) - 4] = head[4:4 + size]
+    view, got = memoryview(body), len(head) - 4
+    while got < size:
+        k = sock.recv_into(view[got:], min(size - got, 1 << 22))
         if not k:
             raise ConnectionError("the rendezvous store closed the connection")
         got += k
-    return buf
-
-
-def _read_frame(sock):
-    (size,) = _LEN.unpack(_recv_exact(sock, 4))
-    if not 1 <= size <= MAX_MESSAGE:
-        raise ConnectionError(f"a store message of {size} B (at most {MAX_MESSAGE})")
-    body = _recv_exact(sock, size)
-    return body[0], fields_of(body)
+    return body[0], fields_of(body, views)
 
 
 class LightStore:
@@ -77,12 +82,12 @@ class LightStore:
                                   f"({exc})") from None
         self._call(AUTH, (proof(secret, challenge),))
 
-    def _call(self, op: int, fields, wait_s: float = 0.0):
+    def _call(self, op: int, fields, wait_s: float = 0.0, views: bool = False):
         with self._lock:
             self._sock.settimeout(wait_s + max(1.0, self.timeout))   # the server answers a wait itself
             try:
                 self._sock.sendall(frame(op, [f.encode() if isinstance(f, str) else f for f in fields]))
-                status, out = _read_frame(self._sock)
+                status, out = _read_frame(self._sock, views)
             except socket.timeout:
                 raise TimeoutError(f"the rendezvous store did not answer within "
                                    f"{wait_s + max(1.0, self.timeout):.0f} s") from None
@@ -91,7 +96,7 @@ class LightStore:
         if status == TIMED_OUT:
             raise TimeoutError(f"timed out after {wait_s:.0f} s waiting for the rendezvous store's keys")
         if status != OK:
-            why = out[0].decode(errors="replace") if out else "no reason given"
+            why = bytes(out[0]).decode(errors="replace") if out else "no reason given"
             raise ConnectionError(f"the rendezvous store refused a request ({why})")
         return out
 
@@ -133,7 +138,7 @@ class LightStore:
         found: list = [None] * len(keys)
         todo = list(range(len(keys)))
         while todo:
-            lengths, blob = self._call(MULTI_GET, (join_keys([keys[i] for i in todo]),))
+            lengths, blob = self._call(MULTI_GET, (join_keys([keys[i] for i in todo]),), views=True)
             later = []
             for i, v in zip(todo, unpack_values(lengths, blob)):
                 if v == LATER:

@@ -32,21 +32,22 @@ import time
 
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
                           MULTI_GET, MULTI_SET, OK, REFUSED, SET, TIMED_OUT, WAIT, _LEN, fields_of,
-                          frame, pack_values, proof, split_keys, unpack_values)
+                          frame, proof, split_keys, unpack_values, values_frame)
 
 AUTH_WINDOW = 10.0            # seconds a connection has to prove it holds the secret
 MAX_STORED = 1 << 30          # bytes of keys and values held in total
 MAX_WAIT_KEYS = 1 << 16       # keys one WAIT may name (a 4,096-rank gather names 4,096)
-MAX_OUTBOUND = 256 << 20      # bytes of replies not yet sent, in total: past it, requests wait
+MAX_OUTBOUND = 256 << 20      # bytes of replies not wholly sent, in total: past it, requests wait
 _SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "events", "inbox", "outbox", "authed", "challenge", "born", "waiter")
+    __slots__ = ("sock", "fd", "events", "inbox", "outbox", "retained", "authed", "challenge", "born", "waiter")
 
     def __init__(self, sock):
         self.sock, self.fd, self.events = sock, sock.fileno(), 0
         self.inbox, self.outbox = bytearray(), memoryview(b"")  # a reply is sent from a view
+        self.retained = 0             # bytes of the reply the view keeps alive, sent or not
         self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
         self.waiter = None
 
@@ -158,7 +159,7 @@ class StoreServer:
             return
         self._hellos.pop(conn.fd, None)
         self._held.pop(conn.fd, None)
-        self.outbound -= len(conn.outbox)
+        self.outbound -= conn.retained
         if conn.waiter is not None:
             self._forget(conn.waiter)
         if conn.events:
@@ -214,7 +215,8 @@ class StoreServer:
 
     def _send(self, conn, data: bytes):
         conn.outbox = memoryview(bytes(conn.outbox) + data) if conn.outbox else memoryview(data)
-        self.outbound += len(data)
+        self.outbound += len(conn.outbox) - conn.retained
+        conn.retained = len(conn.outbox)
         self._write(conn)
 
     def _write(self, conn):
@@ -227,9 +229,14 @@ class StoreServer:
         except OSError:
             self._close(conn)
             return
-        # a view keeps its whole reply alive: drop it once sent (1,024 x 1 MB otherwise)
-        conn.outbox = conn.outbox[sent:] if sent < len(conn.outbox) else memoryview(b"")
-        self.outbound -= sent
+        if sent < len(conn.outbox):
+            conn.outbox = conn.outbox[sent:]
+            return
+        # a view keeps its whole reply alive until the last byte is sent: only then is it freed
+        # (and counted as freed: 4,096 replies each a byte short of sent hold 16 GB)
+        conn.outbox = memoryview(b"")
+        self.outbound -= conn.retained
+        conn.retained = 0
         if self._held and self.outbound <= MAX_OUTBOUND // 2:
             held, self._held = list(self._held.values()), {}
             self._woken += held
@@ -322,7 +329,7 @@ class StoreServer:
                 room -= len(value)
             else:
                 lengths.append(LATER)
-        return frame(OK, pack_values(lengths, values))
+        return values_frame(OK, lengths, values)
 
     def _block(self, conn, keys, timeout_ms: int, reply_key=None):
         missing = {k for k in keys if k not in self.data}

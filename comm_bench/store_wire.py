@@ -28,14 +28,16 @@ def frame(head: int, fields) -> bytes:
     return b"".join(parts)
 
 
-def fields_of(body) -> list:
-    """The fields of a frame's body (after its head byte); struct.error if it is cut short."""
+def fields_of(body, views: bool = False) -> list:
+    """The fields of a frame's body (after its head byte); struct.error if it is cut short.
+    views: memoryviews into body instead of copies (a 4 MB gather is copied once, not twice)."""
     fields, at = [], 1
+    whole = memoryview(body) if views else body
     while at < len(body):
         (n,) = _LEN.unpack_from(body, at)
         if at + 4 + n > len(body):
             raise struct.error("a field runs past its frame")
-        fields.append(bytes(body[at + 4:at + 4 + n]))
+        fields.append(whole[at + 4:at + 4 + n] if views else bytes(body[at + 4:at + 4 + n]))
         at += 4 + n
     return fields
 
@@ -58,14 +60,22 @@ def pack_values(lengths, values) -> tuple:
     return struct.pack(f"<{len(lengths)}i", *lengths), b"".join(values)
 
 
-def unpack_values(lengths: bytes, blob: bytes) -> list:
+def values_frame(head: int, lengths, values) -> bytes:
+    """frame(head, pack_values(lengths, values)), with the values copied once."""
+    packed = struct.pack(f"<{len(lengths)}i", *lengths)
+    blob = sum(len(v) for v in values)
+    return b"".join([_LEN.pack(9 + len(packed) + blob), bytes([head]), _LEN.pack(len(packed)), packed,
+                     _LEN.pack(blob), *values])
+
+
+def unpack_values(lengths, blob) -> list:
     """Each value (bytes), or ABSENT / LATER where the key had none or did not fit."""
     out, at = [], 0
     for n in struct.unpack(f"<{len(lengths) // 4}i", lengths):
         if n < 0:
             out.append(n)
         else:
-            out.append(blob[at:at + n])
+            out.append(bytes(blob[at:at + n]))
             at += n
     if at != len(blob):
         raise struct.error("values and their lengths disagree")
