@@ -60,7 +60,7 @@ def _client(kind: str, port: int):
                     use_libuv=True)
 
 
-def _clients(kind, port, first, count, total, connected, go, out):
+def _clients(kind, port, first, count, total, connected, go, out, gather):
     """One process: `count` threads, clients first .. first+count-1 of `total`."""
     _raise_nofile()
     done = [None] * count
@@ -85,6 +85,9 @@ def _clients(kind, port, first, count, total, connected, go, out):
         else:
             s.wait(["b/go"], timedelta(seconds=OP_TIMEOUT_S))
         barrier_done = time.monotonic()
+        if not gather:
+            done[i] = (barrier_done, barrier_done)
+            return
         s.set(f"g/{me}", os.urandom(1024))
         keys = [f"g/{r}" for r in range(total)]
         s.wait(keys, timedelta(seconds=OP_TIMEOUT_S))
@@ -106,7 +109,7 @@ def _clients(kind, port, first, count, total, connected, go, out):
     out.put(done)
 
 
-def one_round(kind: str, n: int, procs: int) -> dict:
+def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     ctx = mp.get_context("fork")
     from comm_bench.netutil import free_port
     port = free_port()
@@ -118,7 +121,7 @@ def one_round(kind: str, n: int, procs: int) -> dict:
     connected, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     per = [n // procs + (1 if p < n % procs else 0) for p in range(procs)]
     starts = [sum(per[:p]) for p in range(procs)]
-    workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out))
+    workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out, gather))
                for p in range(procs) if per[p]]
     for w in workers:
         w.start()
@@ -136,8 +139,8 @@ def one_round(kind: str, n: int, procs: int) -> dict:
     if failed:
         return {"failed": len(failed), "why": failed[0], "server_peak_mb": peak}
     barrier_end = max(d[0] for d in done)
-    return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end,
-            "server_peak_mb": peak}
+    return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end if gather
+            else float("nan"), "server_peak_mb": peak}
 
 
 def main():
@@ -145,6 +148,8 @@ def main():
     p.add_argument("--clients", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--procs", type=int, default=4, help="client processes (threads spread over them)")
+    p.add_argument("--gather-max", type=int, default=1 << 30,
+                   help="skip the all-gather above this many clients (N x N KiB through the store)")
     a = p.parse_args()
     _raise_nofile()
     print("| clients | store | barrier s (median, min-max) | all-gather 1 KiB s (median, min-max) "
@@ -154,7 +159,7 @@ def main():
         runs = {"comm-bench": [], "TCPStore": []}
         for _ in range(a.rounds):
             for kind in runs:                    # alternate: both see the same machine state
-                runs[kind].append(one_round(kind, n, a.procs))
+                runs[kind].append(one_round(kind, n, a.procs, gather=n <= a.gather_max))
         for kind, rs in runs.items():
             ok = [r for r in rs if "failed" not in r]
             for r in rs:
