@@ -1,7 +1,7 @@
 """Cluster validation: which links, ranks, devices or hosts are bad.
 
     report = check(doc, load_rules(path_or_None))
-    report["status"]  -> "pass" | "fail";  report["findings"] -> [finding, ...]
+    report["status"]  -> "pass" | "fail" | "unconfirmed" (validate_findings.status);  report["findings"] -> [finding, ...]
 
 Checks, on pair bandwidth records of at least rules.min_size, per op, size and link class
 (comm_bench.topology.linkmap):
@@ -25,7 +25,7 @@ from .diagnose.stats import robust_low
 from .records import measured_gbs, one_buffer, pair_records, superseded
 from .results import collector_paused, load as load_results
 from .sizes import human_size
-from .validate_findings import NothingToCheck, finding
+from .validate_findings import NothingToCheck, finding, status
 from .validate_latency import check_latency
 from .validate_rules import (class_rule, expected_collective_min, expected_min, load_rules, outlier_rules,
                              parse_size)
@@ -375,10 +375,11 @@ def _pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
 
 
 def report(doc, rules, findings, checked):
-    return {"status": "fail" if findings else "pass", "findings": findings, "checked": checked,
+    out = {"findings": findings, "checked": checked,
             "transport": doc.get("transport"), "world_size": doc.get("world_size"),
             "rules": {"min_size": rules["min_size"],
                       "outliers": outlier_rules(rules, (doc.get("transport") or "").lower())}}
+    return {"status": status(out), **out}
 
 
 # ----------------------------------------------------------------------------- output

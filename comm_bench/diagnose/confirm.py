@@ -13,6 +13,10 @@ import math
 import statistics
 
 
+# alternations per suspect unless --confirm says otherwise (sweep, check, simulate): the
+# one-sided signed-rank test needs 5 to reach 0.95 at all; 8 reached it for a 60% host and
+# a flapping one on the netns fabric (docs/validate-rules.md)
+DEFAULT_ALTERNATIONS = 8
 LONG_S = 0.5    # a suspect's measurements last at least this long (up to 4x --iters)
 
 

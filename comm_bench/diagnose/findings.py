@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..records import measured_gbs, pair_records
-from ..validate_findings import finding
+from ..validate_findings import EXIT_UNCONFIRMED, finding
 from ..validate_rules import outlier_rules
 from . import fabric, topology
 from .stats import confidence, signed_rank_p
@@ -190,6 +190,7 @@ def text_lines(report):
     for m in d.get("withdrawn") or []:
         out.append(f"  not reproduced when re-measured (withdrawn): {m}")
     if d.get("unconfirmed_suspects"):
-        out.append(f"  suspects (not findings; re-measure them with `sweep --confirm 8` or `comm-bench check`): "
-                   f"{', '.join(d['unconfirmed_suspects'])}")
+        out.append(f"  UNCONFIRMED suspects (the run re-measured none: it ran with --confirm 0, or had fewer "
+                   f"than two known-good ranks): {', '.join(d['unconfirmed_suspects'])}; sweep again without "
+                   f"--confirm 0 (or run `comm-bench check`) to confirm or clear them (exit {EXIT_UNCONFIRMED})")
     return out
