@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import statistics
 
+from .diagnose.latency import confirm_latency
 from .diagnose.stats import robust_low
 from .records import measured_gbs, one_buffer, pair_records, superseded
 from .results import collector_paused, load as load_results
@@ -59,8 +60,10 @@ def check(doc, rules=None):
     collective = collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     latency, latency_checked = check_latency(doc, lm, outlier_rules(rules, transport))
+    latency, latency_diagnosis = confirm_latency(doc, rules, lm, latency)
     if not recs:
         findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
+        merge_latency(diagnosis, latency_diagnosis)
         if findings or latency or (latency_checked or {}).get("ranks_compared") \
                 or any(c["expected_gbs"] is not None for c in collective["checked"]):
             return report(doc, rules, findings + latency, {"collectives": collective["checked"], "diagnosis": diagnosis,
@@ -177,12 +180,21 @@ def check(doc, rules=None):
     for p in sorted(remaining):
         findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
     findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups, (obs, gmed))
+    merge_latency(diagnosis, latency_diagnosis)
     return report(doc, rules, findings + latency, {"diagnosis": diagnosis, "latency": latency_checked,
                                                    "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
                                                           op=k[0], size=k[1], pairs=len(v), median_gbs=gmed[k])
                                                      for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def merge_latency(diagnosis, latency):
+    """The latency confirm verdicts beside bandwidth's in one diagnosis (diagnose/latency.py)."""
+    diagnosis["latency_verdicts"] = latency["verdicts"]
+    diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
+    if latency.get("unconfirmed_suspects"):
+        diagnosis["unconfirmed_suspects"] = diagnosis.get("unconfirmed_suspects", []) + latency["unconfirmed_suspects"]
 
 
 def superseded_findings(doc):
