@@ -35,7 +35,10 @@ def _num(v):
 
 class RecordChecker:
     def __init__(self, doc, path):
-        self.path = path
+        from .ops import DTYPES
+        from .records import buffer_label
+
+        self.path, self.dtypes, self.buffer_label = path, DTYPES, buffer_label
         self.n = doc.get("world_size")
         listed = [r.get("rank") for r in doc.get("ranks") or []]
         if len(set(listed)) != len(listed):
@@ -49,27 +52,34 @@ class RecordChecker:
         return UsageError(f"'{self.path}' is not a valid comm-bench results document: {what}")
 
     def check(self, i, rec):
-        from .ops import DTYPES
-        from .records import buffer_label
-
+        """One record (the schema has checked its types): UsageError naming it, or None."""
         get = rec.get
         src, dst = get("src"), get("dst")
-        self._ranks(i, (("src", src), ("dst", dst), ("root", get("root"))))
+        n = self.n
+        if n is not None:
+            for key, v in (("src", src), ("dst", dst), ("root", get("root"))):
+                if v is not None and v >= n:
+                    raise self._rank(i, key, v)
         if src is not None and src == dst:
             raise self.bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
         dtype = get("dtype")
-        if dtype is not None and dtype not in DTYPES:
-            raise self.bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(DTYPES)}")
-        self._rates(i, rec, pair=src is not None)
-        self._times(i, rec)
+        if dtype is not None and dtype not in self.dtypes:
+            raise self.bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(self.dtypes)}")
+        for key in ("algbw", "busbw", "bw_peak"):
+            v = get(key)
+            if v.__class__ is float or v.__class__ is int:
+                if not MIN_GBS <= v <= MAX_GBS:
+                    self._rate(i, key, v, pair=src is not None)
+        t = get("time_us")
+        if (t.__class__ is float or t.__class__ is int) and not MIN_US <= t <= MAX_US:
+            raise self._time(i, "time_us", t)
+        lat = get("latency_us")
+        if lat:
+            self._latency(i, lat)
         conf = get("confirm")
-        if isinstance(conf, dict):
-            t = conf.get("target") or {}
-            self._ranks(i, ((f"confirm.target.{k}", t.get(k)) for k in ("rank", "src", "dst")))
-            if t.get("src") is not None and t.get("src") == t.get("dst"):
-                raise self.bad(f"record {i} (results[{i}].confirm.target) names a pair from rank {t['src']} "
-                               f"to itself")
-        ident = (*map(get, RECORD_IDENTITY), buffer_label(rec))
+        if conf is not None:
+            self._confirm(i, conf)
+        ident = (*map(get, RECORD_IDENTITY), self.buffer_label(rec))
         try:
             key = hash(ident)
         except TypeError:       # a list or object where a scalar belongs: hash its text
@@ -79,45 +89,47 @@ class RecordChecker:
             raise self.bad(f"record {i} (results[{i}]) measures what record {first} measured (same "
                            f"{', '.join(RECORD_IDENTITY)}): a record given twice")
 
-    def _ranks(self, i, named):
-        for key, v in named:
-            if self.n is not None and v is not None and v >= self.n:
-                raise self.bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {self.n} rank(s)")
+    def _rank(self, i, key, v):
+        return self.bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {self.n} rank(s)")
 
-    def _rates(self, i, rec, pair):
-        for key in ("algbw", "busbw", "bw_peak"):
-            v = _num(rec.get(key))
-            if v is None:
-                continue
-            where = f"record {i} (results[{i}].{key}) is {v!r}"
-            if not math.isfinite(v):
-                raise self.bad(f"{where}, not a finite number")
-            if v > MAX_GBS:
-                raise self.bad(f"{where} GB/s, more than any link or memory carries ({MAX_GBS:g} GB/s)")
-            # busbw is 0 for a 1-rank all_reduce (bus factor 2(n-1)/n); a pair's rate never is
-            if v < MIN_GBS and (v != 0 or key == "algbw" or (pair and key == "busbw")):
-                raise self.bad(f"{where} GB/s: a measured rate is at least {MIN_GBS:g} GB/s")
+    def _rate(self, i, key, v, pair):
+        """A rate outside [MIN_GBS, MAX_GBS]: refused, except busbw 0 of a collective (a
+        1-rank all_reduce's bus factor 2(n-1)/n is 0) and bw_peak 0; a pair's rate never is."""
+        where = f"record {i} (results[{i}].{key}) is {v!r}"
+        if not math.isfinite(v):
+            raise self.bad(f"{where}, not a finite number")
+        if v > MAX_GBS:
+            raise self.bad(f"{where} GB/s, more than any link or memory carries ({MAX_GBS:g} GB/s)")
+        if v != 0 or key == "algbw" or (pair and key == "busbw"):
+            raise self.bad(f"{where} GB/s: a measured rate is at least {MIN_GBS:g} GB/s")
 
-    def _times(self, i, rec):
-        lat = rec.get("latency_us")
-        figures = [("time_us", _num(rec.get("time_us")))]
-        if isinstance(lat, dict):
-            figures += [(f"latency_us.{k}", _num(lat.get(k))) for k in LATENCY_FIGURES]
-        for key, v in figures:
-            if v is None:
-                continue
-            where = f"record {i} (results[{i}].{key}) is {v!r} us"
-            if not math.isfinite(v):
-                raise self.bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
-            if v < MIN_US:
-                raise self.bad(f"{where}: a measured time is at least {MIN_US:g} us")
-            if v > MAX_US:
-                raise self.bad(f"{where}, longer than any run ({MAX_US:g} us)")
-        if isinstance(lat, dict):
-            sd = _num(lat.get("stdev"))
-            if sd is not None and not (math.isfinite(sd) and 0 <= sd <= MAX_US):
-                raise self.bad(f"record {i} (results[{i}].latency_us.stdev) is {sd!r}, not 0 to {MAX_US:g} us")
-            lo, mid, hi = (_num(lat.get(k)) for k in ("min", "median", "max"))
-            if None not in (lo, mid, hi) and not lo <= mid <= hi:
-                raise self.bad(f"record {i} (results[{i}].latency_us) has min {lo!r}, median {mid!r}, max {hi!r}: "
-                               f"not in that order")
+    def _time(self, i, key, v):
+        where = f"record {i} (results[{i}].{key}) is {v!r} us"
+        if not math.isfinite(v):
+            return self.bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
+        if v < MIN_US:
+            return self.bad(f"{where}: a measured time is at least {MIN_US:g} us")
+        return self.bad(f"{where}, longer than any run ({MAX_US:g} us)")
+
+    def _latency(self, i, lat):
+        for k in LATENCY_FIGURES:
+            v = lat.get(k)
+            if (v.__class__ is float or v.__class__ is int) and not MIN_US <= v <= MAX_US:
+                raise self._time(i, f"latency_us.{k}", v)
+        sd = _num(lat.get("stdev"))
+        if sd is not None and not 0 <= sd <= MAX_US:
+            raise self.bad(f"record {i} (results[{i}].latency_us.stdev) is {sd!r}, not 0 to {MAX_US:g} us")
+        lo, mid, hi = (_num(lat.get(k)) for k in ("min", "median", "max"))
+        if None not in (lo, mid, hi) and not lo <= mid <= hi:
+            raise self.bad(f"record {i} (results[{i}].latency_us) has min {lo!r}, median {mid!r}, max {hi!r}: "
+                           f"not in that order")
+
+    def _confirm(self, i, conf):
+        """Target ranks of the run (the schema has checked their types and that they are >= 0)."""
+        t = conf.get("target") or {}
+        for key in ("rank", "src", "dst"):
+            v = t.get(key)
+            if v is not None and self.n is not None and v >= self.n:
+                raise self._rank(i, f"confirm.target.{key}", v)
+        if t.get("src") is not None and t.get("src") == t.get("dst"):
+            raise self.bad(f"record {i} (results[{i}].confirm.target) names a pair from rank {t['src']} to itself")

@@ -60,7 +60,7 @@ def check(doc, rules=None):
     collective = collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     latency, latency_checked = check_latency(doc, lm, outlier_rules(rules, transport))
-    latency, latency_diagnosis = confirm_latency(doc, rules, lm, latency)
+    latency, latency_diagnosis = confirm_latency(doc, rules, lm, latency, outlier_rules(rules, transport)["latency_ratio"])
     if not recs:
         findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
         merge_latency(diagnosis, latency_diagnosis)
@@ -193,8 +193,6 @@ def merge_latency(diagnosis, latency):
     """The latency confirm verdicts beside bandwidth's in one diagnosis (diagnose/latency.py)."""
     diagnosis["latency_verdicts"] = latency["verdicts"]
     diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
-    if latency.get("unconfirmed_suspects"):
-        diagnosis["unconfirmed_suspects"] = diagnosis.get("unconfirmed_suspects", []) + latency["unconfirmed_suspects"]
 
 
 def superseded_findings(doc):

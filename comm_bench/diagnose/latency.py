@@ -2,20 +2,23 @@
 as findings.extend checks bandwidth's: the suspects were re-measured next to known-good
 pairs (confirm.py, speeds = 1 / median one-way latency), so a first-pass latency finding
 whose re-measurement runs like its references is withdrawn, a confirmed one says so, and
-a confirmed suspect the first pass did not name becomes a finding. Without confirm
-records the first pass's latency suspects are listed as unconfirmed (validate exits 3
-when nothing else is found).
+a confirmed suspect the first pass did not name becomes a finding only when it answers
+at least outliers.latency_ratio x slower than its references, the first pass's own bar:
+rank 0, which also serves the store and writes the results, answered 2x slower than its
+references in all 8 alternations under a CPU hog on the netns fabric (a no-fault run), so
+a smaller confirmed effect is the harness, not the link. For the same reason latency
+suspects left unconfirmed do not make validate exit 3.
 """
 from __future__ import annotations
 
 from ..records import inverse_latency, latency_pair_records
 from ..validate_findings import finding
-from .findings import _name, _summary, _verdict_for
+from .findings import _summary, _verdict_for
 from .verdicts import judge
 
 
-def confirm_latency(doc, rules, lm, latency):
-    """(latency findings, diagnosis: {"verdicts", "withdrawn", "unconfirmed_suspects"})."""
+def confirm_latency(doc, rules, lm, latency, bar):
+    """(latency findings, diagnosis: {"verdicts", "withdrawn"}); bar: the rules' latency_ratio."""
     recs = latency_pair_records(doc)
     confirm_recs = [r for r in recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, inverse_latency)
@@ -29,20 +32,16 @@ def confirm_latency(doc, rules, lm, latency):
             f.update(confidence=v["slow_confidence"], confirmed=v["slow"], confirm=_summary(v))
         out.append(f)
     named = {r for f in out for r in f.get("ranks") or []} | {(f.get("src"), f.get("dst")) for f in out}
-    slow = {v["target"]["rank"]: v for v in verdicts
-            if v.get("slow") and v["kind"] == "rank" and v["target"]["rank"] not in named}
+    slow = {v["target"]["rank"]: v for v in verdicts if v.get("slow") and v["kind"] == "rank"
+            and v["target"]["rank"] not in named and 1.0 / v["ratio"] >= bar}
     for node, ranks, whole in lm.by_node(slow):
         for group in ([ranks] if whole else [[r] for r in ranks]):
             out.append(_confirmed(group, slow[group[0]], lm, node, whole))
     for v in verdicts:
         t = v["target"]
-        if v["kind"] == "pair" and v.get("slow") and (t["src"], t["dst"]) not in named:
+        if v["kind"] == "pair" and v.get("slow") and (t["src"], t["dst"]) not in named and 1.0 / v["ratio"] >= bar:
             out.append(_confirmed(None, v, lm, None, False))
-    diagnosis = {"verdicts": [_summary(v) for v in verdicts], "withdrawn": withdrawn}
-    if recs and not confirm_recs:
-        from .confirm import suspects_of
-        diagnosis["unconfirmed_suspects"] = [f"{_name(s)} (latency)" for s in suspects_of(doc, rules, "lat")[0]]
-    return out, diagnosis
+    return out, {"verdicts": [_summary(v) for v in verdicts], "withdrawn": withdrawn}
 
 
 def _confirmed(group, v, lm, node, whole):
