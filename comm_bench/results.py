@@ -367,8 +367,3 @@ def _where(name: str) -> str:
     name = (name or "data").replace("data.", "", 1) if name != "data" else "the document"
     m = re.match(r"results\[(\d+)\]", name)
     return f"record {m.group(1)} ({name}) " if m else f"{name} "
-
-
-def _short(value) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -4,7 +4,6 @@ that underflow or overflow, rates of 0, negative or subnormal) end as one line a
 naming the record, never exit 70, never a finding about a rank that does not exist, never a
 silent drop; `sweep --resume` refuses them before any rank starts. The control (the same
 document unharmed) is read by every reader."""
-import copy
 import json
 
 import pytest
