@@ -295,7 +295,8 @@ def test_check_under_launchers(tmp_path, launcher):
         cmd = [str(bin_dir / "mpirun"), "-np", "3", "--oversubscribe", COMM_BENCH, *args, "-t", "mpi"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
                        env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
-    assert p.returncode in (0, 1), p.stderr[-3000:]
+    # --confirm 0: a suspect of loopback noise is left unconfirmed (exit 3)
+    assert p.returncode in (0, 1, 3), p.stderr[-3000:]
     assert p.stdout.count("validate: ") == 1 and "localizing with pairwise-concurrent" in p.stdout, p.stdout[-3000:]
     doc = json.loads(out.read_text())
     assert [r["pattern"] for r in doc["results"]].count("collective") == 1
