@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .compare import DEFAULT_TOLERANCE, judged_figure, summarise, verdict
 from .sizes import human_size
-from .validate_findings import finding
+from .validate_findings import finding, status
 from .validate_rules import parse_size
 
 
@@ -40,7 +40,7 @@ def apply(report, doc, base, base_name, tolerance, min_size):
     """Add the baseline's findings to a validate report; one line saying what was compared."""
     findings, compared = regressions(doc, base, tolerance, min_size)
     report["findings"] += findings
-    report["status"] = "fail" if report["findings"] else "pass"
+    report["status"] = status(report)
     report.setdefault("checked", {})["baseline"] = {"file": base_name, "compared": compared,
                                                     "tolerance": tolerance, "regressions": len(findings)}
     return (f"baseline {base_name}: {compared} figure(s) compared (op, mode, size), "

@@ -9,7 +9,7 @@ from .errors import UsageError
 from .heatmap import build, legend_text
 from .heatmap_large import aggregate
 from .heatmap_png import to_png_bytes
-from .results import check_document, load as load_results
+from .results import check_document, load_measured as load_results
 from .safefile import write_file
 
 

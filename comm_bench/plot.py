@@ -132,7 +132,7 @@ def png_bytes(curves, rates, title=""):
 
 def make(paths, out, ops=None):
     """Load the documents, plot them into `out` (.png). Returns a summary dict."""
-    from .results import load
+    from .results import load_measured as load
     from .safefile import write_file
 
     if os.path.splitext(out)[1].lower() != ".png":

@@ -65,6 +65,13 @@ def median_latency_us(rec):
     return number(lat.get("median"))
 
 
+def inverse_latency(rec):
+    """A --mode lat record's speed, 1 / its median one-way latency (per us): the figure the
+    confirm phase compares, higher is better as for bandwidth. None where there is none."""
+    v = median_latency_us(rec)
+    return 1.0 / v if v else None
+
+
 def latency_pair_records(doc):
     """Latency records of pair patterns (src and dst given, mode lat, a median)."""
     return [r for r in doc.get("results") or [] if type(r) is dict and r.get("mode") == "lat"

@@ -25,6 +25,7 @@ import time
 from . import __version__
 from .doclimits import loads_json
 from .errors import RunFailed, UsageError
+from .record_checks import RecordChecker, _short
 from .results_stream import RecordStream, records as streamed_records
 from .safefile import Target, disk_full_error, read_bounded
 from .secret import PRIVATE_ENV
@@ -36,9 +37,6 @@ ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "GLOO_", "TORCH_NCCL_", "CUDA_VISI
                 "COMM_BENCH_", "FI_", "RDMAV_", "MLX5_")
 RUN_ID_ENV = "COMM_BENCH_RUN_ID"  # set by the spawner: which document is this run's own
 OUTPUT_CLAIMED_ENV = "COMM_BENCH_OUTPUT_CLAIMED"  # set by the spawner, which holds -o's lock for its ranks
-MAX_GBS = 1e6   # 1 PB/s: beyond any link or memory; a larger figure is a corrupted document
-# what one record measured: no two records of a document share all of these (and the buffer)
-RECORD_IDENTITY = ("transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "root", "round")
 LARGE_READ = 10_000      # records: a document this large is read once and kept out of the collector's scans
 BIG_DOCUMENT = 8 << 20   # past this size the file is replaced at most once a second
 # what render() writes: the header opens with these two fields, the results list closes it
@@ -281,6 +279,17 @@ def load(path: str) -> dict:
     return doc
 
 
+def load_measured(path: str) -> dict:
+    """load, for the readers: a document with no records has nothing to show or check (a
+    sweep stopped before its first size finished): one UsageError, exit 2, in every command.
+    (`sweep --resume` reads such a document with load: it continues it.)"""
+    doc = load(path)
+    if not doc["results"]:
+        raise UsageError(f"'{path}' holds no records: nothing to read (the sweep that wrote it "
+                         f"finished no size; status {doc.get('status')!r})")
+    return doc
+
+
 @contextlib.contextmanager
 def collector_paused():
     """A large document is millions of small objects without cycles: the cyclic garbage
@@ -318,7 +327,9 @@ def check_document(doc, path: str = "results") -> None:
     fast = _fast_schema_check()
     if fast is None or not fast.is_valid(doc):
         _explain_schema_error(doc, path, fast)
-    _check_values(doc, path)
+    checker = RecordChecker(doc, path)
+    for i, rec in enumerate(doc["results"]):
+        checker.check(i, rec)
 
 
 @functools.lru_cache(maxsize=1)
@@ -356,61 +367,3 @@ def _where(name: str) -> str:
     name = (name or "data").replace("data.", "", 1) if name != "data" else "the document"
     m = re.match(r"results\[(\d+)\]", name)
     return f"record {m.group(1)} ({name}) " if m else f"{name} "
-
-
-def _short(value) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_values(doc, path):
-    """What JSON Schema cannot say: ranks below world_size and listed once, numbers finite
-    and below MAX_GBS, known dtypes, no pair from a rank to itself, no record twice. A
-    document that contradicts itself is refused (exit 2), never read with a guess."""
-    from .ops import DTYPES
-    from .records import buffer_label
-
-    def bad(what):
-        return UsageError(f"'{path}' is not a valid comm-bench results document: {what}")
-
-    n = doc.get("world_size")
-    listed = [r.get("rank") for r in doc.get("ranks") or []]
-    if len(set(listed)) != len(listed):
-        rank = next(r for i, r in enumerate(listed) if r in listed[:i])
-        raise bad(f"rank {rank} appears twice in 'ranks'")
-    if listed and n is not None and len(listed) != n:
-        raise bad(f"world_size is {n} but 'ranks' lists {len(listed)} rank(s)")
-    seen = {}
-    for i, rec in enumerate(doc["results"]):
-        get = rec.get
-        src, dst = get("src"), get("dst")
-        for key, v in (("src", src), ("dst", dst), ("root", get("root"))):
-            if n is not None and v is not None and v >= n:
-                raise bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {n} rank(s)")
-        if src is not None and src == dst:
-            raise bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
-        dtype = get("dtype")
-        if dtype is not None and dtype not in DTYPES:
-            raise bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(DTYPES)}")
-        for key in ("time_us", "algbw", "busbw", "bw_peak"):
-            v = get(key)
-            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if not math.isfinite(v):
-                raise bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
-            if v > MAX_GBS and key != "time_us":
-                raise bad(f"record {i} (results[{i}].{key}) is {v:g} GB/s, more than any link or memory "
-                          f"carries ({MAX_GBS:g} GB/s)")
-        ident = (*map(get, RECORD_IDENTITY), buffer_label(rec))
-        try:
-            first = seen.setdefault(ident, i)
-        except TypeError:       # a list or object where a scalar belongs: compare its text
-            ident = tuple(_hashable(v) for v in ident)
-            first = seen.setdefault(ident, i)
-        if first != i:
-            raise bad(f"record {i} (results[{i}]) measures what record {first} measured (same "
-                      f"{', '.join(RECORD_IDENTITY)}): a record given twice")
-
-
-def _hashable(v):
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v

@@ -29,15 +29,23 @@ def record_key(rec: dict) -> tuple:
     return (rec["op"], rec["size"], rec.get("src"), rec.get("dst"))
 
 
-def previous(path: str, doc: dict) -> dict | None:
-    """The earlier attempt's document at `path` to continue, None if there is none;
-    UsageError if it is another sweep's."""
+def earlier(path: str) -> dict | None:
+    """The earlier attempt's document at `path`, read and every figure checked (results.load:
+    a hostile one is refused here, before any rank measures), None if there is none."""
     try:
         if os.path.getsize(path) == 0:
             return None
     except FileNotFoundError:
         return None
-    old = results.load(path)
+    return results.load(path)
+
+
+def previous(path: str, doc: dict) -> dict | None:
+    """The earlier attempt's document at `path` to continue, None if there is none;
+    UsageError if it is another sweep's."""
+    old = earlier(path)
+    if old is None:
+        return None
     for key in SAME_RUN:
         if old.get(key) != doc[key]:
             raise UsageError(_differs(path, key, old.get(key), doc[key]))

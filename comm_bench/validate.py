@@ -1,7 +1,7 @@
 """Cluster validation: which links, ranks, devices or hosts are bad.
 
     report = check(doc, load_rules(path_or_None))
-    report["status"]  -> "pass" | "fail";  report["findings"] -> [finding, ...]
+    report["status"]  -> "pass" | "fail" | "unconfirmed" (validate_findings.status);  report["findings"] -> [finding, ...]
 
 Checks, on pair bandwidth records of at least rules.min_size, per op, size and link class
 (comm_bench.topology.linkmap):
@@ -21,11 +21,12 @@ from __future__ import annotations
 import functools
 import statistics
 
+from .diagnose.latency import confirm_latency
 from .diagnose.stats import robust_low
 from .records import measured_gbs, one_buffer, pair_records, superseded
 from .results import collector_paused, load as load_results
 from .sizes import human_size
-from .validate_findings import NothingToCheck, finding
+from .validate_findings import NothingToCheck, finding, status
 from .validate_latency import check_latency
 from .validate_rules import (class_rule, expected_collective_min, expected_min, load_rules, outlier_rules,
                              parse_size)
@@ -59,8 +60,10 @@ def check(doc, rules=None):
     collective = collective_checks(doc, lm, rules, transport)
     findings += collective["findings"]
     latency, latency_checked = check_latency(doc, lm, outlier_rules(rules, transport))
+    latency, latency_diagnosis = confirm_latency(doc, rules, lm, latency, outlier_rules(rules, transport)["latency_ratio"])
     if not recs:
         findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
+        merge_latency(diagnosis, latency_diagnosis)
         if findings or latency or (latency_checked or {}).get("ranks_compared") \
                 or any(c["expected_gbs"] is not None for c in collective["checked"]):
             return report(doc, rules, findings + latency, {"collectives": collective["checked"], "diagnosis": diagnosis,
@@ -177,12 +180,19 @@ def check(doc, rules=None):
     for p in sorted(remaining):
         findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
     findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups, (obs, gmed))
+    merge_latency(diagnosis, latency_diagnosis)
     return report(doc, rules, findings + latency, {"diagnosis": diagnosis, "latency": latency_checked,
                                                    "pairs": len(pair_sizes), "sizes": checked_sizes,
                                           "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
                                                           op=k[0], size=k[1], pairs=len(v), median_gbs=gmed[k])
                                                      for k, v in sorted(groups.items(), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def merge_latency(diagnosis, latency):
+    """The latency confirm verdicts beside bandwidth's in one diagnosis (diagnose/latency.py)."""
+    diagnosis["latency_verdicts"] = latency["verdicts"]
+    diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
 
 
 def superseded_findings(doc):
@@ -375,10 +385,11 @@ def _pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
 
 
 def report(doc, rules, findings, checked):
-    return {"status": "fail" if findings else "pass", "findings": findings, "checked": checked,
+    out = {"findings": findings, "checked": checked,
             "transport": doc.get("transport"), "world_size": doc.get("world_size"),
             "rules": {"min_size": rules["min_size"],
                       "outliers": outlier_rules(rules, (doc.get("transport") or "").lower())}}
+    return {"status": status(out), **out}
 
 
 # ----------------------------------------------------------------------------- output

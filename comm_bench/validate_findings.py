@@ -17,6 +17,23 @@ FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-hos
                  "collective-below-expected", "wrong-data", "superseded-method", "run-failed", "regression")
 
 
+# validate's exit status (README, docs/validate-rules.md): 0 pass, 1 findings, 2 bad input,
+# 3 no findings but first-pass suspects nobody re-measured (a run with `--confirm 0`)
+EXIT_UNCONFIRMED = 3
+
+
+def status(report):
+    """"fail" (findings), "unconfirmed" (none, but suspects left unconfirmed) or "pass"."""
+    if report["findings"]:
+        return "fail"
+    return "unconfirmed" if ((report.get("checked") or {}).get("diagnosis") or {}).get("unconfirmed_suspects") \
+        else "pass"
+
+
+def exit_code(report):
+    return {"fail": 1, "unconfirmed": EXIT_UNCONFIRMED, "pass": 0}[status(report)]
+
+
 def finding(kind, message, **kw):
     if kind not in FINDING_KINDS:
         raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")

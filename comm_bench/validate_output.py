@@ -2,10 +2,26 @@
 from __future__ import annotations
 
 import io
+import json
+import math
 
 from .safefile import write_file
 from .sizes import human_size
 from .validate_findings import FINDING_KINDS
+
+
+def to_json(report):
+    """The report as strict JSON: a figure that is not finite (a ratio over a zero median)
+    is written as null, never as NaN or Infinity, which JSON does not have."""
+    def finite(v):
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+    return json.dumps(finite(report), indent=1, allow_nan=False)
 
 
 def format_text(report):

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from comm_bench import heatmap, heatmap_output, report_html
+from comm_bench.errors import UsageError
 from comm_bench.topology import fixture_root, snapshot
 from cbtest import run_cli
 
@@ -228,10 +229,12 @@ def test_cli(tmp_path):
     run_cli("heatmap", "--help", check_rc=0)
 
 
-def test_empty_results_give_na_panel(tmp_path):
+def test_empty_results_are_bad_input(tmp_path):
+    """No records: nothing to draw (issue 31: this wrote a 0 x 0 PNG); UsageError, exit 2."""
     doc = make_doc(nodes=1, gpn=2, value=lambda *a: None)
-    heatmap_output.make(write(tmp_path, doc), str(tmp_path / "e.png"))
-    assert (tmp_path / "e.png").exists()
+    with pytest.raises(UsageError, match="holds no records"):
+        heatmap_output.make(write(tmp_path, doc), str(tmp_path / "e.png"))
+    assert not (tmp_path / "e.png").exists()
 
 
 # ----------------------------------------------------------------------------- browser

@@ -3,7 +3,6 @@ localize with pairwise-concurrent rounds and a confirm phase on the same ranks, 
 print validate's report (comm_bench/diagnose/check.py)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -11,6 +10,7 @@ import click
 
 from .. import registry
 from ..errors import UsageError
+from ..diagnose.confirm import DEFAULT_ALTERNATIONS
 from ..sizes import size_range
 from ..sweep import SweepConfig
 from .sweep import _env, _transport_options, launch
@@ -31,7 +31,7 @@ from .sweep import _env, _transport_options, launch
               help="The collective's expected busbw in GB/s [default: from the links' rates and the rules].")
 @click.option("--localize", type=click.Choice(["auto", "always", "never"]), default="auto",
               envvar=_env("localize"), help="auto: pair rounds only when the collective is below expectation.")
-@click.option("--confirm", default=8, type=click.IntRange(0, 64), envvar=_env("confirm"),
+@click.option("--confirm", default=DEFAULT_ALTERNATIONS, type=click.IntRange(0, 64), envvar=_env("confirm"),
               help="Re-measure each suspect this many times next to known-good pairs (0: off).")
 @click.option("--rules", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_RULES",
               help="validate rules (docs/validate-rules.md).")
@@ -74,8 +74,8 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
 
     def report(code):
         from ..validate import run
-        from ..validate_findings import NothingToCheck
-        from ..validate_output import format_text
+        from ..validate_findings import NothingToCheck, exit_code
+        from ..validate_output import format_text, to_json
         try:
             rep = run(output, rules)
         except NothingToCheck:
@@ -84,8 +84,8 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
             # the collective was held against --expect-busbw above; the rules know no minimum for it
             click.echo("no findings (the collective met --expect-busbw; nothing else was measured)")
             return code
-        click.echo(json.dumps(rep, indent=1) if as_json else format_text(rep))
-        return 1 if rep["findings"] else code
+        click.echo(to_json(rep) if as_json else format_text(rep))
+        return exit_code(rep) or code
 
     code = launch(cfg, nprocs, rank0_done=report)
     sys.exit(report(code) if code == 0 else code)

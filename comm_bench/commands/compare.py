@@ -29,7 +29,7 @@ def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
     from ..compare import compare as run, format_text
     from ..errors import UsageError
     from ..export import select
-    from ..results import load
+    from ..results import load_measured as load
     from ..sizes import parse_size
     docs = [(os.path.basename(p), load(p)) for p in results]
     if ops or sizes:

@@ -12,7 +12,7 @@ import click
 from .. import data_error, export, table
 from ..errors import UsageError
 from ..records import buffer_label
-from ..results import load
+from ..results import load_measured as load
 
 
 @click.command()

@@ -1,6 +1,7 @@
 """`comm-bench simulate`: a SIMULATED fabric run, for tests and planning at scale."""
 import click
 
+from ..diagnose.confirm import DEFAULT_ALTERNATIONS
 from ..schedule import COST, DEFAULT_K
 
 _PATTERNS = ("matchings", "topology", "pairwise-concurrent")
@@ -22,7 +23,7 @@ _PATTERNS = ("matchings", "topology", "pairwise-concurrent")
               help="Matchings (per switch distance for topology).")
 @click.option("-b", "--size", "size", default="64M", help="Message size measured.")
 @click.option("-n", "--iters", default=20, type=click.IntRange(1, 100000), help="Timed iterations per pair.")
-@click.option("--confirm", default=8, type=click.IntRange(0, 64),
+@click.option("--confirm", default=DEFAULT_ALTERNATIONS, type=click.IntRange(0, 64),
               help="Re-measure suspects this many times next to known-good pairs (0: off).")
 @click.option("--rules", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_RULES",
               help="validate rules (the confirm phase reads them).")

@@ -11,6 +11,7 @@ from .. import registry
 from ..errors import UsageError
 from ..launch import detect
 from ..limits import check_host
+from ..diagnose.confirm import DEFAULT_ALTERNATIONS
 from ..schedule import COST, DEFAULT_K
 from ..sizes import size_range
 from ..spawn import spawn_local
@@ -105,9 +106,10 @@ def _refuse_foreign_options(ctx, transport, mine):
                    "jsonl: appended to OUTPUT.records.jsonl beside it, -o written at the start and end only "
                    "(for runs of 100,000s of records; every reader follows it).")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
-@click.option("--confirm", default=0, type=click.IntRange(0, 64), envvar=_env("confirm"),
+@click.option("--confirm", default=DEFAULT_ALTERNATIONS, type=click.IntRange(0, 64), envvar=_env("confirm"),
               help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
-                   "known-good pairs (docs/validate-rules.md); 0: off.")
+                   "known-good pairs (docs/validate-rules.md); costs nothing without suspects. 0: off, and "
+                   "validate then exits 3 when suspects are left unconfirmed.")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, redop, root,
           mode, pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
@@ -172,6 +174,9 @@ def launch(cfg, nprocs, rank0_done=None):
         with local_run(cfg):
             return spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
                                timeout=cfg.timeout, results_path=cfg.output)
+    if cfg.resume and info.rank == 0:
+        from ..resume import earlier
+        earlier(cfg.output)     # a launcher's rank 0: a hostile document fails before it meets the others
     code = run_rank(cfg, info)
     spawned = os.environ.get("COMM_BENCH_LAUNCHER") == "spawn"   # our spawner reports instead
     if rank0_done is not None and info.rank == 0 and code == 0 and not spawned:

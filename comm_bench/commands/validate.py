@@ -1,5 +1,4 @@
 """`comm-bench validate`: flag bad links, ranks, devices and hosts in a results file."""
-import json
 import os
 import sys
 
@@ -20,12 +19,13 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
     """Check every link class against its expected minimum and its peers (and, with
     --baseline, every busbw and latency against an earlier run).
 
-    Exit status: 0 pass, 1 findings, 2 bad input or nothing to check.
+    Exit status: 0 pass, 1 findings, 2 bad input or nothing to check, 3 no findings but
+    suspects left unconfirmed (the sweep ran with --confirm 0).
     """
-    from ..results import load as load_results
+    from ..results import load_measured as load_results
     from ..validate import check, report as make_report
-    from ..validate_findings import NothingToCheck
-    from ..validate_output import format_text, write_junit
+    from ..validate_findings import NothingToCheck, exit_code
+    from ..validate_output import format_text, to_json, write_junit
     from ..validate_rules import load_rules
     rules = load_rules(rules)
     doc = load_results(results)
@@ -46,6 +46,5 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
                              f"(bandwidth sizes from {rules['min_size']} up)")
     if junit:
         write_junit(report, junit)
-    click.echo(json.dumps(report, indent=1) if as_json else "\n".join(lines + [format_text(report)]))
-    if report["findings"]:
-        sys.exit(1)     # findings: exit 1 (SystemExit passes through click and cli.main)
+    click.echo(to_json(report) if as_json else "\n".join(lines + [format_text(report)]))
+    sys.exit(exit_code(report))     # SystemExit passes through click and cli.main

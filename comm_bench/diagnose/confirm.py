@@ -5,6 +5,8 @@ reference measured just before or after it (the order alternates), so slow drift
 hog or another job hits both sides of each comparison alike. verdicts.py reads the records.
 
 Records of this phase carry "confirm": {"id", "target", "why", "alt", "role", "dir"}.
+A `--mode lat` sweep confirms its latency suspects the same way, at its smallest size,
+comparing speeds = 1 / the median one-way latency (measure_of).
 """
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ import math
 import statistics
 
 
+# alternations per suspect unless --confirm says otherwise (sweep, check, simulate): the
+# one-sided signed-rank test needs 5 to reach 0.95 at all; 8 reached it for a 60% host and
+# a flapping one on the netns fabric (docs/validate-rules.md)
+DEFAULT_ALTERNATIONS = 8
 LONG_S = 0.5    # a suspect's measurements last at least this long (up to 4x --iters)
 
 
@@ -55,18 +61,28 @@ def plan(suspects, good, alternations):
     return rounds
 
 
-def suspects_of(doc, rules):
+def measure_of(mode):
+    """(the document's records of a mode, value(rec): a speed, higher is better) that
+    suspects and verdicts compare: bandwidth in GB/s, or 1 / the median one-way latency."""
+    from ..records import inverse_latency, latency_pair_records, measured_gbs, pair_records
+
+    return (latency_pair_records, inverse_latency) if mode == "lat" else (pair_records, measured_gbs)
+
+
+def suspects_of(doc, rules, mode="bw"):
     """Rank 0: suspects, known-good ranks, and each suspect's median time_us at the largest
-    size (a rank: over its pairs; a pair: its own), in the order of the suspects."""
-    from ..records import measured_gbs, pair_records
+    size (a rank: over its pairs; a pair: its own), in the order of the suspects. mode "lat":
+    suspects by latency, at every size (validate_latency checks them all)."""
     from ..topology.linkmap import LinkMap
     from ..validate import checked_size_list
     from .suspects import PairTable, find, first_pass
 
-    recs = first_pass(pair_records(doc))
+    records, value = measure_of(mode)
+    recs = first_pass(records(doc))
     if not recs:
         return [], [], []
-    table = PairTable(recs, LinkMap(doc), checked_size_list(recs, rules), measured_gbs)
+    sizes = {r["size"] for r in recs} if mode == "lat" else checked_size_list(recs, rules)
+    table = PairTable(recs, LinkMap(doc), sizes, value)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
     size = max(r["size"] for r in recs)
     keys = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]
@@ -85,10 +101,11 @@ def run_phase(run, op, first_round=0):
     from ..validate_rules import load_rules
 
     rounds = None
+    mode = getattr(run.cfg, "mode", "bw")
     if run.rank == 0:
         rules = load_rules(run.cfg.rules)
         doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
-        sus, good, times = suspects_of(doc, rules)
+        sus, good, times = suspects_of(doc, rules, mode)
         for s, t_us in zip(sus, times):
             s["iters"] = span_iters(run.cfg.iters, t_us)
         rounds = plan(sus, good, run.cfg.confirm)
@@ -98,7 +115,8 @@ def run_phase(run, op, first_round=0):
             run.progress.line(f"# confirm: re-measuring {names} against known-good pairs "
                               f"({len(rounds)} measurements)")
     rounds = run.store.broadcast(0, f"cb/confirm/{op}", rounds)
-    size, asked = run._plan(op)[-1]
+    # bandwidth: the largest size (the figure a link is judged by); latency: the smallest
+    size, asked = run._plan(op)[0 if mode == "lat" else -1]
     for idx, (src, dst, tag, iters) in enumerate(rounds):
         run._pairs(op, size, first_round + idx, [(src, dst)], asked, tag={"confirm": tag}, iters=iters)
         # one pair a round: the other ranks wait here for each one, not for the whole phase at
@@ -107,21 +125,22 @@ def run_phase(run, op, first_round=0):
     if run.rank == 0:
         recs = [r for r in map(json.loads, run.writer.records) if r.get("op") == op
                 and isinstance(r.get("confirm"), dict)]
-        run.progress.line(verdict_line(sus, good, recs, rules))
+        run.progress.line(verdict_line(sus, good, recs, rules, mode))
 
 
-def verdict_line(suspects, good, recs, rules):
+def verdict_line(suspects, good, recs, rules, mode="bw"):
     """The confirm phase's outcome in one line: each suspect slow / unstable (confirmed,
     with its ratio to the references and the confidence) or not reproduced."""
-    from ..records import measured_gbs
     from .verdicts import judge
 
+    value = measure_of(mode)[1]
+    unit = "speed (1 / latency)" if mode == "lat" else "GB/s"
     if not suspects:
         return "# confirm verdict: no suspects: every rank and pair ran like its peers in the first pass"
     if len(good) < 2:
         return "# confirm verdict: not re-measured: fewer than two known-good ranks to compare the suspects with"
     parts = []
-    for v in judge(recs, rules, measured_gbs):
+    for v in judge(recs, rules, value):
         t = v["target"]
         name = f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
         found = [w for w in ("slow", "unstable") if v.get(w)]
@@ -129,9 +148,9 @@ def verdict_line(suspects, good, recs, rules):
             parts.append(f"{name} not judged (no complete alternation)")
         elif found:
             conf = max(v.get(f"{w}_confidence") or 0 for w in found)
-            parts.append(f"{name} {' and '.join(found).upper()} ({v['ratio']:.2f}x its references' GB/s, "
+            parts.append(f"{name} {' and '.join(found).upper()} ({v['ratio']:.2f}x its references' {unit}, "
                          f"confidence {conf:.3g}, {v['alternations']} alternations)")
         else:
-            parts.append(f"{name} not reproduced ({v['ratio']:.2f}x its references' GB/s over "
+            parts.append(f"{name} not reproduced ({v['ratio']:.2f}x its references' {unit} over "
                          f"{v['alternations']} alternations): not a finding")
     return "# confirm verdict: " + "; ".join(parts)

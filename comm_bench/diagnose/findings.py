@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..records import measured_gbs, pair_records
-from ..validate_findings import finding
+from ..validate_findings import EXIT_UNCONFIRMED, finding
 from ..validate_rules import outlier_rules
 from . import fabric, topology
 from .stats import confidence, signed_rank_p
@@ -19,6 +19,9 @@ from .suspects import PairTable, find, first_pass  # noqa: F401 - validate impor
 from .verdicts import judge
 
 RANK_KINDS = ("bad-host", "bad-device", "bad-rank")
+# the findings a confirm verdict about a rank / a pair speaks to (bandwidth or latency)
+VERDICT_RANK_KINDS = RANK_KINDS + ("high-latency-host", "high-latency-rank")
+VERDICT_PAIR_KINDS = ("bad-pair", "high-latency-pair")
 CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
@@ -83,9 +86,10 @@ def _summary(v):
 def _verdict_for(f, verdicts):
     for v in verdicts:
         t = v["target"]
-        if f["kind"] in RANK_KINDS and v["kind"] == "rank" and t.get("rank") in (f.get("ranks") or []):
+        if f["kind"] in VERDICT_RANK_KINDS and v["kind"] == "rank" and t.get("rank") in (f.get("ranks") or []):
             return v
-        if f["kind"] == "bad-pair" and v["kind"] == "pair" and (t.get("src"), t.get("dst")) == (f.get("src"), f.get("dst")):
+        if f["kind"] in VERDICT_PAIR_KINDS and v["kind"] == "pair" \
+                and (t.get("src"), t.get("dst")) == (f.get("src"), f.get("dst")):
             return v
     return None
 
@@ -187,9 +191,14 @@ def text_lines(report):
                          f"(confidence {v['unstable_confidence']:.3g})")
         out.append(f"  confirm: {_name(v)} ({'/'.join(v.get('why') or [])}) over {v.get('alternations')} "
                    f"alternations: {'; '.join(parts)}")
+    for v in d.get("latency_verdicts") or []:
+        if "ratio" in v:
+            out.append(f"  confirm: {_name(v)} (latency) over {v.get('alternations')} alternations: "
+                       f"{1.0 / v['ratio']:.2g}x its references' latency (confidence {v['slow_confidence']:.3g})")
     for m in d.get("withdrawn") or []:
         out.append(f"  not reproduced when re-measured (withdrawn): {m}")
     if d.get("unconfirmed_suspects"):
-        out.append(f"  suspects (not findings; re-measure them with `sweep --confirm 8` or `comm-bench check`): "
-                   f"{', '.join(d['unconfirmed_suspects'])}")
+        out.append(f"  UNCONFIRMED suspects (the run re-measured none: it ran with --confirm 0, or had fewer "
+                   f"than two known-good ranks): {', '.join(d['unconfirmed_suspects'])}; sweep again without "
+                   f"--confirm 0 (or run `comm-bench check`) to confirm or clear them (exit {EXIT_UNCONFIRMED})")
     return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ops as ops_mod
+from ..diagnose.confirm import DEFAULT_ALTERNATIONS
 from ..results import new_document, now_iso
 from ..results_stream import RecordStream
 from ..schedule import COST, distances, rounds_count, schedule
@@ -23,7 +24,7 @@ class SimConfig:
     sizes: tuple = (64 << 20,)
     iters: int = 20
     warmup: int = 5
-    confirm: int = 8
+    confirm: int = DEFAULT_ALTERNATIONS
     rules: str | None = None
     seed: int = 0
     transport: str = "rdma"
