@@ -26,3 +26,24 @@ def test_llama3_embedding_chunk():
     assert chunks == [0.0] + [1.0] * 7
     assert M.in_flight_layers(16, 8, 32, chunks) == M.in_flight_layers(16, 1, 32, [7]) == 112
     assert M.stage_chunks(7, 8, 2) == [3.0, 4.0]
+
+
+def test_causal_attention_executed_flops():
+    # flash attention on a decoder executes (s + 1) / 2 keys per query; model FLOPs keep s
+    from comm_bench.select import shapes as SH
+    from comm_bench.select import workload as W
+    w = W.build(model="llama3-8b")
+    s = w["seq_len"]
+    full, causal = SH.attention_flops_per_token(w, s), SH.attention_flops_per_token(w, s, causal=True)
+    assert causal == full * (s + 1) / (2 * s)
+    attn = w["layers"] * (full - causal) * s * 3
+    assert W.flops_per_sample(w) - W.flops_per_sample(w, executed=True) == attn
+    unfused = dict(w, attention="unfused")    # computes the whole matrix: nothing skipped
+    assert W.flops_per_sample(unfused, executed=True) == W.flops_per_sample(unfused)
+
+
+def test_windowed_causal_keys():
+    from comm_bench.select import shapes as SH
+    s = {"hidden": 64, "heads": 1, "kv_heads": 1, "layers": 2, "window": 4, "window_layers": 1}
+    # a full layer: mean of i + 1 over i < 8 = 4.5; a window of 4: (1 + 2 + 3 + 4 x 5) / 8 = 3.25
+    assert SH.attention_flops_per_token(s, 8, causal=True) == 2.0 * (4.5 + 3.25) / 2 * 1 * (64 + 64)
