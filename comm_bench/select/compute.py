@@ -103,13 +103,30 @@ class Compute:
         reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]
         return max(0.0, reads / self.hbm - flops / (self.peak * self.gemm_efficiency(w["hidden"] / tp)))
 
+    def permute_seconds(self, b, tp, layer_share, recompute, ep):
+        """Seconds a micro-batch's MoE token permutation moves through HBM (memory-bound
+        gathers and scatters, no FLOPs): per MoE layer and pass (forward, backward, a
+        recomputed forward) the dispatcher's permute reads a token's h and writes its k copies,
+        the unpermute reads the k copies and writes h (Megatron-Core's moe_utils.permute /
+        unpermute): 2 (k + 1) h elements per token; with ep > 1 and several local experts
+        the received tokens are sorted by local expert and back (sort_chunks_by_idxs):
+        + 4 k h. Tokens per GPU: b s / tp (sequence parallel)."""
+        w = self.w
+        n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
+        if not n_moe:
+            return 0.0
+        k, h = w["experts_per_token"], w["hidden"]
+        elems = 2 * (k + 1) * h + (4 * k * h if ep > 1 and w["experts"] // ep > 1 else 0)
+        passes = 2 + W.recompute_share(recompute)
+        return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
+
     def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
         experts of MoE layers 1/ep)."""
         w = self.w
-        flops = W.flops_per_sample(w, recompute) * b * layer_share / tp
+        flops = W.flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         if self.step_time is not None:
-            ref = W.flops_per_sample(w, "none") * w["micro_batch"]
+            ref = W.flops_per_sample(w, "none", executed=True) * w["micro_batch"]
             return self.step_time * flops / ref
         if self.mfu is not None:
             return flops / (self.peak * self.mfu)
@@ -118,7 +135,8 @@ class Compute:
         kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
         eff = self.gemm_efficiency(w["hidden"] / tp)
         return (flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
-                + self.expert_weight_wait(b, tp, layer_share, recompute, ep))
+                + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
+                + self.permute_seconds(b, tp, layer_share, recompute, ep))
 
 
 def gpu_figures(cluster, gpu_name=None):
