@@ -1,4 +1,7 @@
-"""Pipeline in-flight activations by replaying Megatron-Core's 1F1B schedules on rank 0."""
+"""Pipeline in-flight activations (Megatron-Core's schedules replayed on rank 0), causal
+attention FLOPs, MoE token permutation traffic."""
+import pytest
+
 from comm_bench.select import memory as M
 
 
@@ -47,3 +50,16 @@ def test_windowed_causal_keys():
     s = {"hidden": 64, "heads": 1, "kv_heads": 1, "layers": 2, "window": 4, "window_layers": 1}
     # a full layer: mean of i + 1 over i < 8 = 4.5; a window of 4: (1 + 2 + 3 + 4 x 5) / 8 = 3.25
     assert SH.attention_flops_per_token(s, 8, causal=True) == 2.0 * (4.5 + 3.25) / 2 * 1 * (64 + 64)
+
+
+def test_moe_permutation_hbm_traffic():
+    # gpt-oss-120b (k 4, h 2880, 128 experts): ep 8 adds the local sort, 2(k+1)h + 4kh elements
+    from comm_bench.select import gpus as GP
+    from comm_bench.select import workload as W
+    from comm_bench.select.compute import Compute
+    w = W.build(model="gpt-oss-120b")
+    c = Compute(w, dict(GP.GPUS["H100"], source="test"))
+    h, k = w["hidden"], w["experts_per_token"]
+    per = w["seq_len"] * w["moe_layers"] * 2 / c.hbm   # one sample, 2-byte elements
+    assert c.permute_seconds(1, 1, 1.0, "none", 1) == pytest.approx(2 * 2 * (k + 1) * h * per)
+    assert c.permute_seconds(1, 1, 1.0, "full", 8) == pytest.approx(3 * (2 * (k + 1) * h + 4 * k * h) * per)
