@@ -30,6 +30,13 @@ from . import workload as W
 GEMM_EFFICIENCY = 0.7        # share of the dense peak that transformer GEMMs reach (assumed)
 ELEMENTWISE_PASSES = 8       # times each kept activation byte crosses HBM per step (assumed)
 CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed)
+# Flash attention, forward + backward, causal, bf16: select's count (3 x the causal forward
+# FLOPs) / (seconds x the dense peak), measured by tools/check_select_kernels.py on one H200
+# (docs/benchmarks/selection-kernels-h200.json: torch's SDPA, the faster of its flash and
+# cuDNN backends), by head dimension. Hopper GPUs share SMs and clocks (H100, H200, GH200);
+# elsewhere attention runs at the GEMM efficiency (not measured there).
+ATTENTION_EFFICIENCY = {64: None, 128: None}
+ATTENTION_MEASURED_ON = ("H100", "H200", "GH200")
 
 
 def measured_gemm_efficiency(path, peak_tflops):
@@ -77,6 +84,22 @@ class Compute:
                        + f", measured on {device} ({compute_from})")
             self.note = (f"matrix FLOPs / ({peak:g} TFLOPS {gpu['source']} x {eff}) + {ELEMENTWISE_PASSES} x "
                          f"kept activations / {gpu['hbm_tbs']:g} TB/s HBM (assumed passes)")
+            if self.attention_efficiency():
+                self.note += (f"; flash attention at {self.attention_efficiency():.3g} of the peak "
+                              "(measured on an H200, tools/check_select_kernels.py)")
+
+    def attention_efficiency(self):
+        """Measured flash-attention efficiency at the nearest measured head dimension, on a
+        GPU of the measured kind; None (the GEMM efficiency) otherwise or for unfused attention."""
+        w = self.w
+        if not W.executes_causal(w) or self.gpu.get("name") not in ATTENTION_MEASURED_ON:
+            return None
+        pts = {d: e for d, e in ATTENTION_EFFICIENCY.items() if e}
+        if not pts:
+            return None
+        m = w.get("mla")
+        d = (m["qk_nope"] + m["qk_rope"]) if m else SH.head_dim(w) if "ffn_hidden" in w else w["hidden"] // w["heads"]
+        return pts[min(pts, key=lambda k: abs(math.log(k / d)))]
 
     def gemm_efficiency(self, width):
         """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
@@ -134,7 +157,10 @@ class Compute:
             return flops / (self.peak * CNN_MFU)
         kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
         eff = self.gemm_efficiency(w["hidden"] / tp)
-        return (flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
+        attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
+        attn_eff = self.attention_efficiency() or eff
+        return ((flops - attn) / (self.peak * eff) + attn / (self.peak * attn_eff)
+                + ELEMENTWISE_PASSES * kept / self.hbm
                 + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
                 + self.permute_seconds(b, tp, layer_share, recompute, ep))
 

@@ -240,6 +240,21 @@ def flops_per_sample(w, recompute="none", executed=False):
     return 3 * fwd + extra
 
 
+def attention_flops_per_sample(w, recompute="none", executed=False):
+    """The attention-score part of flops_per_sample (scores and their use, forward x 3, a
+    recomputed forward added): what attention kernels run, priced at their own efficiency."""
+    if w["kind"] != "transformer":
+        return 0.0
+    causal = executed and executes_causal(w)
+    s = w["seq_len"]
+    if "ffn_hidden" in w:
+        fwd = s * w["layers"] * SH.attention_flops_per_token(w, s, causal)
+    else:
+        fwd = 4.0 * s * ((s + 1) / 2.0 if causal else s) * w["layers"] * w["hidden"]
+    extra = fwd if recompute == "selective" and w["attention"] == "unfused" else 0.0
+    return (3 + recompute_share(recompute)) * fwd + extra
+
+
 def attention_share(w):
     """The share of a transformer's executed forward FLOPs in the attention scores and their
     use (what ring attention's sends hide behind)."""
