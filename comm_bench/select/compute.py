@@ -33,9 +33,10 @@ CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed
 # Flash attention, forward + backward, causal, bf16: select's count (3 x the causal forward
 # FLOPs) / (seconds x the dense peak), measured by tools/check_select_kernels.py on one H200
 # (docs/benchmarks/selection-kernels-h200.json: torch's SDPA, the faster of its flash and
-# cuDNN backends), by head dimension. Hopper GPUs share SMs and clocks (H100, H200, GH200);
-# elsewhere attention runs at the GEMM efficiency (not measured there).
-ATTENTION_EFFICIENCY = {64: None, 128: None}
+# cuDNN backends: cuDNN at every case, torch 2.11), by head dimension and sequence
+# (log-linear in s between the points, held at the ends). Hopper GPUs share SMs and clocks
+# (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency (not measured there).
+ATTENTION_EFFICIENCY = {64: [(4096, 0.327)], 128: [(8192, 0.421), (32768, 0.479)]}
 ATTENTION_MEASURED_ON = ("H100", "H200", "GH200")
 
 
@@ -94,12 +95,11 @@ class Compute:
         w = self.w
         if not W.executes_causal(w) or self.gpu.get("name") not in ATTENTION_MEASURED_ON:
             return None
-        pts = {d: e for d, e in ATTENTION_EFFICIENCY.items() if e}
-        if not pts:
-            return None
+        import numpy as np
         m = w.get("mla")
         d = (m["qk_nope"] + m["qk_rope"]) if m else SH.head_dim(w) if "ffn_hidden" in w else w["hidden"] // w["heads"]
-        return pts[min(pts, key=lambda k: abs(math.log(k / d)))]
+        pts = ATTENTION_EFFICIENCY[min(ATTENTION_EFFICIENCY, key=lambda k: abs(math.log(k / d)))]
+        return float(np.interp(math.log(w["seq_len"]), [math.log(q) for q, _ in pts], [e for _, e in pts]))
 
     def gemm_efficiency(self, width):
         """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
