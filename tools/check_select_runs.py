@@ -79,10 +79,12 @@ def documents(folder, system):
                                 intra_gbs=s["intra_gbs"], prefix=system.lower(), extra=((f"{system}_a2a.json", a2a),))
 
 
-def model_tflops(w, c, gpus):
-    """Model TFLOP/s per GPU of a predicted candidate: 3 x forward FLOPs (shapes.py) x tokens / step."""
+def model_tflops(w, c, gpus, causal=False):
+    """Model TFLOP/s per GPU of a predicted candidate: 3 x forward FLOPs (shapes.py) x tokens /
+    step, attention over the whole s x s matrix; causal: attention counted for a causal mask
+    (the other convention a publication may use; Llama 3's paper does not say which)."""
     from comm_bench.select import workload as W
-    return c["global_batch"] * W.flops_per_sample(w) / c["step_s"] / gpus / 1e12
+    return c["global_batch"] * W.flops_per_sample(w, executed=causal) / c["step_s"] / gpus / 1e12
 
 
 def check_row(folder, model, system, gpus, layout, seq, gb, recompute, metric, published, source):
@@ -107,6 +109,8 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, metric, p
             "published_layout": f"{kind} tp{tp} cp{cp} pp{pp} dp{shape['dp']} ep{ep}", "metric": metric,
             "published": published, "predicted": round(pred, 1) if pred else None,
             "ratio": round(ratio, 3) if ratio else None, "source": source,
+            "predicted_causal_count": round(model_tflops(w, pub, gpus, True), 1)
+            if metric == "tflops" and pub["feasible"] else None,
             "published_config": {k: pub[k] for k in ("micro_batch", "virtual_stages", "recompute", "reshard",
                                                      "distributed_optimizer", "memory_gb", "feasible", "reason",
                                                      "step_s", "bubble")},
@@ -124,13 +128,15 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as d:
         rows = [check_row(d, *r) for r in RUNS]
     print("| model | GPUs | seq | published layout (b, v) | metric | published | predicted | ratio | "
+          "predicted, causal count | "
           "select recommends | its tokens/s / published layout's |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         pc = r["published_config"]
         print(f"| {r['model']} | {r['gpus']} {r['system']} | {r['seq']} | {r['published_layout']} (b {pc['micro_batch']}, "
               f"v {pc['virtual_stages']}, {pc['recompute']}) | {r['metric']}/GPU | {r['published']} | "
               f"{r['predicted'] if r['predicted'] else 'infeasible: ' + pc['reason']} | {r['ratio']} | "
+              f"{r['predicted_causal_count'] or '-'} | "
               f"{r['recommended']} | {r['recommended_vs_published']} |")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:

@@ -30,6 +30,14 @@ from . import workload as W
 GEMM_EFFICIENCY = 0.7        # share of the dense peak that transformer GEMMs reach (assumed)
 ELEMENTWISE_PASSES = 8       # times each kept activation byte crosses HBM per step (assumed)
 CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed)
+# Flash attention, forward + backward, causal, bf16: select's count (3 x the causal forward
+# FLOPs) / (seconds x the dense peak), measured by tools/check_select_kernels.py on one H200
+# (docs/benchmarks/selection-kernels-h200.json: torch's SDPA, the faster of its flash and
+# cuDNN backends: cuDNN at every case, torch 2.11), by head dimension and sequence
+# (log-linear in s between the points, held at the ends). Hopper GPUs share SMs and clocks
+# (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency (not measured there).
+ATTENTION_EFFICIENCY = {64: [(4096, 0.327)], 128: [(8192, 0.421), (32768, 0.479)]}
+ATTENTION_MEASURED_ON = ("H100", "H200", "GH200")
 
 
 def measured_gemm_efficiency(path, peak_tflops):
@@ -77,6 +85,21 @@ class Compute:
                        + f", measured on {device} ({compute_from})")
             self.note = (f"matrix FLOPs / ({peak:g} TFLOPS {gpu['source']} x {eff}) + {ELEMENTWISE_PASSES} x "
                          f"kept activations / {gpu['hbm_tbs']:g} TB/s HBM (assumed passes)")
+            if self.attention_efficiency():
+                self.note += (f"; flash attention at {self.attention_efficiency():.3g} of the peak "
+                              "(measured on an H200, tools/check_select_kernels.py)")
+
+    def attention_efficiency(self):
+        """Measured flash-attention efficiency at the nearest measured head dimension, on a
+        GPU of the measured kind; None (the GEMM efficiency) otherwise or for unfused attention."""
+        w = self.w
+        if not W.executes_causal(w) or self.gpu.get("name") not in ATTENTION_MEASURED_ON:
+            return None
+        import numpy as np
+        m = w.get("mla")
+        d = (m["qk_nope"] + m["qk_rope"]) if m else SH.head_dim(w) if "ffn_hidden" in w else w["hidden"] // w["heads"]
+        pts = ATTENTION_EFFICIENCY[min(ATTENTION_EFFICIENCY, key=lambda k: abs(math.log(k / d)))]
+        return float(np.interp(math.log(w["seq_len"]), [math.log(q) for q, _ in pts], [e for _, e in pts]))
 
     def gemm_efficiency(self, width):
         """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
@@ -103,13 +126,30 @@ class Compute:
         reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]
         return max(0.0, reads / self.hbm - flops / (self.peak * self.gemm_efficiency(w["hidden"] / tp)))
 
+    def permute_seconds(self, b, tp, layer_share, recompute, ep):
+        """Seconds a micro-batch's MoE token permutation moves through HBM (memory-bound
+        gathers and scatters, no FLOPs): per MoE layer and pass (forward, backward, a
+        recomputed forward) the dispatcher's permute reads a token's h and writes its k copies,
+        the unpermute reads the k copies and writes h (Megatron-Core's moe_utils.permute /
+        unpermute): 2 (k + 1) h elements per token; with ep > 1 and several local experts
+        the received tokens are sorted by local expert and back (sort_chunks_by_idxs):
+        + 4 k h. Tokens per GPU: b s / tp (sequence parallel)."""
+        w = self.w
+        n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
+        if not n_moe:
+            return 0.0
+        k, h = w["experts_per_token"], w["hidden"]
+        elems = 2 * (k + 1) * h + (4 * k * h if ep > 1 and w["experts"] // ep > 1 else 0)
+        passes = 2 + W.recompute_share(recompute)
+        return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
+
     def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
         experts of MoE layers 1/ep)."""
         w = self.w
-        flops = W.flops_per_sample(w, recompute) * b * layer_share / tp
+        flops = W.flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         if self.step_time is not None:
-            ref = W.flops_per_sample(w, "none") * w["micro_batch"]
+            ref = W.flops_per_sample(w, "none", executed=True) * w["micro_batch"]
             return self.step_time * flops / ref
         if self.mfu is not None:
             return flops / (self.peak * self.mfu)
@@ -117,8 +157,12 @@ class Compute:
             return flops / (self.peak * CNN_MFU)
         kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
         eff = self.gemm_efficiency(w["hidden"] / tp)
-        return (flops / (self.peak * eff) + ELEMENTWISE_PASSES * kept / self.hbm
-                + self.expert_weight_wait(b, tp, layer_share, recompute, ep))
+        attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
+        attn_eff = self.attention_efficiency() or eff
+        return ((flops - attn) / (self.peak * eff) + attn / (self.peak * attn_eff)
+                + ELEMENTWISE_PASSES * kept / self.hbm
+                + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
+                + self.permute_seconds(b, tp, layer_share, recompute, ep))
 
 
 def gpu_figures(cluster, gpu_name=None):

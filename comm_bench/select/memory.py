@@ -69,15 +69,64 @@ def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
                                        w["bytes"]["act"], sp, w["attention"] == "flash")
 
 
-def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=False, virtual=1, first_layers=None):
+def in_flight_layers(pp, v, m, chunk_layers, group=None):
+    """Peak layer-micro-batches whose activations the first pipeline rank holds: Megatron-Core's
+    1F1B schedule (schedules.py, forward_backward_pipelining_with/without_interleaving)
+    replayed on rank 0. Without interleaving rank 0 runs min(pp - 1, m) warm-up forwards,
+    then one forward and one backward in turn: min(pp, m) micro-batches of its layers. With v
+    chunks it runs (pp - 1) x 2 + (v - 1) x N warm-up chunk forwards (N the micro-batch group,
+    --microbatch-group-size-per-virtual-pipeline-stage, default pp; the Llama 3 schedule's
+    flexible N), forward chunk k = (i // N) % v, backward chunk v - 1 - (i // N) % v, and
+    never more than its m x v chunk passes: what it holds is the sum of the layers of the
+    chunks forwarded and not yet backwarded. chunk_layers: the layers of rank 0's v chunks
+    (the first may hold fewer: the embedding counts as a layer, Llama 3 section 3.3.2).
+    Korthikanti et al.'s L (1 + (pp - 1) / (pp v)) is this count for even chunks and m > pp."""
+    if pp <= 1:
+        return float(sum(chunk_layers))
+    if v <= 1:
+        return min(pp, m) * float(sum(chunk_layers))
+    n = group or pp
+    total = m * v
+    chunk = lambda i: (i // n) % v           # noqa: E731  (the i-th forward's / backward's chunk)
+    warm = min(total, (pp - 1) * 2 + (v - 1) * n)
+    held = sum(chunk_layers[chunk(i)] for i in range(warm))
+    peak, f = held, warm
+    for j in range(total):                    # steady state: one forward (if any left), one backward
+        if f < total:
+            held += chunk_layers[chunk(f)]
+            f += 1
+        peak = max(peak, held)
+        held -= chunk_layers[v - 1 - chunk(j)]
+    return float(peak)
+
+
+def stage_chunks(first, middle, v):
+    """Layers of the first rank's v chunks: middle / v each, the first stage's deficit taken
+    from chunk 0 (the embedding's chunk: Megatron-Core's --account-for-embedding-in-pipeline-split,
+    Llama 3's 'the first model chunk on the first stage has only the embedding'); a first stage
+    with more layers than the others spreads them evenly."""
+    if v <= 1:
+        return [float(first)]
+    if first < middle and middle % v == 0:
+        per = middle // v
+        out = [float(per)] * v
+        deficit = middle - first
+        for k in range(v):
+            take = min(out[k], deficit)
+            out[k] -= take
+            deficit -= take
+        return out
+    return [first / v] * v
+
+
+def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=False, virtual=1, first_layers=None,
+                     middle_layers=None):
     """The first pipeline stage's (first_layers layers; default ceil(L / pp)) activations with
-    its micro-batches in flight, plus the last stage's logits."""
+    its micro-batches in flight (in_flight_layers), plus the last stage's logits."""
     if w["kind"] != "transformer":
         return w["act_bytes_per_sample"] * b * w["bytes"]["act"] / 2.0
     per_layer = layer_activation_bytes(w, b, tp, recompute, sp)
-    in_flight = min(pp, microbatches) if pp > 1 else 1
-    if pp > 1 and virtual > 1:
-        in_flight *= 1 + (pp - 1) / (pp * virtual)
-    logits = 4.0 * w["seq_len"] * b * w["vocab"] / tp
     layers = first_layers or math.ceil(w["layers"] / pp)
-    return per_layer * layers * in_flight + logits
+    chunks = stage_chunks(layers, middle_layers or layers, virtual if pp > 1 else 1)
+    logits = 4.0 * w["seq_len"] * b * w["vocab"] / tp
+    return per_layer * in_flight_layers(pp, virtual, max(1, microbatches), chunks) + logits

@@ -67,25 +67,33 @@ def expert_params(s):
     return moe_layers(s) * s["experts"] * mlp_params(s["hidden"], s["expert_ffn"], s["glu"])
 
 
-def attention_flops_per_token(s, seq):
+def attention_flops_per_token(s, seq, causal=False):
     """Forward FLOPs of the attention scores and their use, per token per layer (averaged
-    over the layers), counted over the whole s x s matrix (not halved for a causal mask: the
-    convention of Megatron-LM's and Llama 3's model FLOPs): 2 s a (d_qk + d_v); a layer with
-    a sliding window w (window_layers of them, gpt-oss) attends to min(s, w) keys."""
+    over the layers): 2 x keys x a (d_qk + d_v). Model FLOPs (causal False) count the whole
+    s x s matrix, the convention of Megatron-LM's formula (Narayanan et al. 2021) and
+    torchtitan's 6 N + 12 l h s; a layer with a sliding window w (window_layers of them,
+    gpt-oss) attends to min(s, w) keys. causal True: the FLOPs a causal kernel executes
+    (FlashAttention skips the blocks above the diagonal; its benchmarks count causal FLOPs
+    so, Dao 2023, arXiv 2307.08691, section 4): query i attends to i + 1 keys, (s + 1) / 2
+    on average, and to min(i + 1, w) under a window."""
     m = s.get("mla")
     dqk, dv = ((m["qk_nope"] + m["qk_rope"]), m["v"]) if m else (head_dim(s), head_dim(s))
-    keys = seq
+    full = (seq + 1) / 2.0 if causal else seq
+    keys = full
     if s.get("window"):
         share = s["window_layers"] / s["layers"]
-        keys = (1 - share) * seq + share * min(seq, s["window"])
+        win = min(seq, s["window"])
+        if causal:                            # mean over i < seq of min(i + 1, w)
+            win = (win * (win + 1) / 2.0 + (seq - win) * win) / seq
+        keys = (1 - share) * full + share * win
     return 2.0 * keys * s["heads"] * (dqk + dv)
 
 
-def forward_flops_per_token(s, seq):
+def forward_flops_per_token(s, seq, causal=False):
     """2 x the active weights a token multiplies (the input embedding is a lookup, the
-    output layer a matrix) + the attention scores."""
+    output layer a matrix) + the attention scores (causal: as a causal kernel executes them)."""
     matmul = params(s, active=True) - s["vocab"] * s["hidden"] * (0 if s.get("tied") else 1)
-    return 2.0 * matmul + s["layers"] * attention_flops_per_token(s, seq)
+    return 2.0 * matmul + s["layers"] * attention_flops_per_token(s, seq, causal)
 
 
 def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2):

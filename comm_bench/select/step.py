@@ -91,7 +91,7 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
               + M.model_states_bytes(experts, sb["p"], sb["g"], sb["k"], kind, max(1, shard // ep), sharded=sharded))
     transformer = w["kind"] == "transformer"
     first, middle, last = stage_layers(w["layers"], pp) if transformer else (1, 1, 1)
-    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first)
+    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first, middle_layers=middle)
     units = [u * (dense + experts) / max(1.0, w["params"] / pp) for u in fsdp_units(w)]   # a GPU's part
     buffers = 0.0
     if "p" in sharded:                        # two units gathered at a time, one's gradients

@@ -209,36 +209,63 @@ def _complete_shape(w):
     w["active_params"] = SH.params(w, active=True)
 
 
-def flops_per_sample(w, recompute="none"):
+def executes_causal(w):
+    """Whether compute time counts attention as a causal kernel executes it: decoder models
+    with flash attention (whose kernels skip the masked blocks); unfused attention computes
+    the whole s x s score matrix and masks it (Megatron-LM 2021)."""
+    return w["kind"] == "transformer" and w.get("attention") == "flash" and w.get("causal", True)
+
+
+def flops_per_sample(w, recompute="none", executed=False):
     """Training FLOPs of one sample (one sequence) with `recompute`. Transformers
     (Narayanan et al. 2021, section 5.1, generalised to any parameter count P): forward =
     2 s P + 4 s^2 l h (the weights, embeddings and logits included in P, plus attention
     scores and their use); training = 3 x forward; full recomputation adds a forward,
     selective (unfused attention) the attention scores' forward 4 s^2 l h. With
     P = 12 l h^2 + V h this is the paper's 96 B s l h^2 (1 + s/6h + V/16lh) under full
-    recomputation."""
+    recomputation. These are model FLOPs (the whole s x s matrix); executed=True counts the
+    attention as the kernel runs it (executes_causal: query i against i + 1 keys), the FLOPs
+    compute time is priced on."""
     if w["kind"] != "transformer":
         return w["flops_per_sample"]
+    causal = executed and executes_causal(w)
     if "ffn_hidden" in w:                  # a shape: shapes.py counts its FLOPs
-        fwd = w["seq_len"] * SH.forward_flops_per_token(w, w["seq_len"])
+        fwd = w["seq_len"] * SH.forward_flops_per_token(w, w["seq_len"], causal)
         return (3 + recompute_share(recompute)) * fwd
     s = w["seq_len"]
-    attn = 4.0 * s * s * w["layers"] * w["hidden"]
+    attn = 4.0 * s * (s + 1) / 2.0 * w["layers"] * w["hidden"] if causal else 4.0 * s * s * w["layers"] * w["hidden"]
     fwd = 2.0 * s * w["params"] + attn
     extra = fwd * recompute_share(recompute) + (attn if recompute == "selective" and w["attention"] == "unfused"
                                                 else 0)
     return 3 * fwd + extra
 
 
+def attention_flops_per_sample(w, recompute="none", executed=False):
+    """The attention-score part of flops_per_sample (scores and their use, forward x 3, a
+    recomputed forward added): what attention kernels run, priced at their own efficiency."""
+    if w["kind"] != "transformer":
+        return 0.0
+    causal = executed and executes_causal(w)
+    s = w["seq_len"]
+    if "ffn_hidden" in w:
+        fwd = s * w["layers"] * SH.attention_flops_per_token(w, s, causal)
+    else:
+        fwd = 4.0 * s * ((s + 1) / 2.0 if causal else s) * w["layers"] * w["hidden"]
+    extra = fwd if recompute == "selective" and w["attention"] == "unfused" else 0.0
+    return (3 + recompute_share(recompute)) * fwd + extra
+
+
 def attention_share(w):
-    """The share of a transformer's forward FLOPs in the attention scores and their use
-    (what ring attention's sends hide behind)."""
+    """The share of a transformer's executed forward FLOPs in the attention scores and their
+    use (what ring attention's sends hide behind)."""
     if w["kind"] != "transformer":
         return 0.0
     s = w["seq_len"]
+    causal = executes_causal(w)
     if "ffn_hidden" in w:
-        return w["layers"] * SH.attention_flops_per_token(w, s) / SH.forward_flops_per_token(w, s)
-    return 4.0 * s * w["layers"] * w["hidden"] / (2.0 * w["params"] + 4.0 * s * w["layers"] * w["hidden"])
+        return w["layers"] * SH.attention_flops_per_token(w, s, causal) / SH.forward_flops_per_token(w, s, causal)
+    keys = (s + 1) / 2.0 if causal else s
+    return 4.0 * keys * w["layers"] * w["hidden"] / (2.0 * w["params"] + 4.0 * keys * w["layers"] * w["hidden"])
 
 
 def tensors(w):
