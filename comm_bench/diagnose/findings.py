@@ -35,16 +35,12 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, me
     table = PairTable(recs, lm, set(sizes), measured_gbs, groups, medians) if recs else None
     out, withdrawn = [], []
     for f in findings:
-        v = _verdict_for(f, verdicts)
-        if v is not None and "slow" in v:
-            if not v["reproduced"]:       # re-measured next to good pairs, it ran like them
-                withdrawn.append(f["message"])
-                continue
-            f.update(confidence=v["slow_confidence"], confirmed=v["slow"], confirm=_summary(v))
-        elif f["kind"] in CERTAIN:
-            f["confidence"] = 1.0
-        else:
-            f["confidence"] = _first_pass_confidence(f, table)
+        judged = apply_verdict(f, verdicts)
+        if judged is WITHDRAWN:
+            withdrawn.append(f["message"])
+            continue
+        if not judged:              # no verdict: the first pass's own confidence
+            f["confidence"] = 1.0 if f["kind"] in CERTAIN else _first_pass_confidence(f, table)
         out.append(f)
     named_ranks = {r for f in out if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
     named_pairs = {(f["src"], f["dst"]) for f in out if f["kind"] == "bad-pair"}
@@ -74,6 +70,21 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, me
 def _name(s):
     t = s.get("target") or s
     return f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
+
+
+WITHDRAWN = "withdrawn"
+
+
+def apply_verdict(f, verdicts):
+    """Mark finding f with its confirm verdict: WITHDRAWN when, re-measured next to good
+    pairs, it ran like them; True when confirmed or not (f updated); False: no verdict."""
+    v = _verdict_for(f, verdicts)
+    if v is None or "slow" not in v:
+        return False
+    if not v["reproduced"]:
+        return WITHDRAWN
+    f.update(confidence=v["slow_confidence"], confirmed=v["slow"], confirm=_summary(v))
+    return True
 
 
 def _summary(v):

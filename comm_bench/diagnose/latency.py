@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..records import inverse_latency, latency_pair_records
 from ..validate_findings import finding
-from .findings import _summary, _verdict_for
+from .findings import WITHDRAWN, _summary, apply_verdict
 from .verdicts import judge
 
 
@@ -24,12 +24,9 @@ def confirm_latency(doc, rules, lm, latency, bar):
     verdicts = judge(confirm_recs, rules, inverse_latency)
     out, withdrawn = [], []
     for f in latency:
-        v = _verdict_for(f, verdicts)
-        if v is not None and "slow" in v:
-            if not v["reproduced"]:         # re-measured next to good pairs, it answered like them
-                withdrawn.append(f["message"])
-                continue
-            f.update(confidence=v["slow_confidence"], confirmed=v["slow"], confirm=_summary(v))
+        if apply_verdict(f, verdicts) is WITHDRAWN:   # re-measured next to good pairs, it answered like them
+            withdrawn.append(f["message"])
+            continue
         out.append(f)
     named = {r for f in out for r in f.get("ranks") or []} | {(f.get("src"), f.get("dst")) for f in out}
     slow = {v["target"]["rank"]: v for v in verdicts if v.get("slow") and v["kind"] == "rank"
