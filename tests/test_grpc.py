@@ -53,7 +53,9 @@ def assert_clean_failure(p, code, *needles):
 
 def check_records(doc, n_records, mode="bw"):
     assert doc["status"] == "ok", doc.get("failure")
-    recs = doc["results"]
+    confirm = [r for r in doc["results"] if "confirm" in r]   # pair sweeps' default confirm phase
+    assert all(r["wrong"] == 0 and r["transport"] == "grpc" for r in confirm), confirm
+    recs = [r for r in doc["results"] if "confirm" not in r]
     assert len(recs) == n_records, [(r["op"], r["size"], r.get("src"), r.get("dst")) for r in recs]
     for r in recs:
         assert r["wrong"] == 0, r
