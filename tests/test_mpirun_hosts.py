@@ -34,6 +34,7 @@ def test_mpirun_pairwise_across_hosts(hosts, tmp_path, transport):
     # one rank per host, in hostfile order, each at its own host's address
     assert [(r["host"], r["addr"]) for r in doc["ranks"]] == [(h, hosts.addr(h)) for h in HOSTS]
     pairs = [(s, d) for s in range(len(HOSTS)) for d in range(len(HOSTS)) if s != d]
-    assert sorted((r["src"], r["dst"], r["size"]) for r in doc["results"]) == \
+    # the first pass (the default confirm phase re-measures suspects in records of its own)
+    assert sorted((r["src"], r["dst"], r["size"]) for r in doc["results"] if "confirm" not in r) == \
         sorted((s, d, z) for s, d in pairs for z in SIZES)
     assert all(r["wrong"] == 0 for r in doc["results"])
