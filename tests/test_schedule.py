@@ -87,7 +87,7 @@ def test_sweep_runs_the_matchings_schedule_with_real_tcp_ranks(tmp_path):
     run_cli("sweep", "-t", "tcp", "-N", 4, "--pattern", "matchings", "--matchings", 2, "-b", "64K", "-e", "64K",
             "-n", 3, "-w", 1, "-o", out, "--no-progress", timeout=180, check_rc=0)
     doc = json.loads(out.read_text())
-    got = sorted((r["round"], r["src"], r["dst"]) for r in doc["results"])
+    got = sorted((r["round"], r["src"], r["dst"]) for r in doc["results"] if "confirm" not in r)
     want = sorted((i, s, d) for i, r in enumerate(schedule("matchings", 4, k=2)) for s, d in r)
     assert got == want and doc["schedule"]["rounds"] == 4 and "matchings" in doc["schedule"]["cost"]
 
