@@ -145,10 +145,7 @@ class Store:
     def check(self, keys) -> bool:
         """Whether every key holds a value sealed with this run's secret (a forged one
         counts as absent)."""
-        keys = list(keys)
-        if not self.raw_call("check keys", self._s.check, keys):
-            return False
-        return all(p is not None for p in self.payloads(keys))
+        return all(p is not None for p in self.payloads(keys))   # absent keys read as None
 
     def payloads(self, keys) -> list:
         """Each key's sealed payload, None where absent, forged or replayed; never waits."""
