@@ -58,6 +58,8 @@ def test_pairwise_concurrent_gloo(tmp_results):
                    "--nprocs", 4)
     rounds = {}
     for r in doc["results"]:
+        if "confirm" in r:      # the default confirm phase re-measures suspects in rounds of its own
+            continue
         rounds.setdefault((r["round"], r["size"]), []).append((r["src"], r["dst"]))
     assert all(len(p) == 2 for p in rounds.values())
     assert {(r["src"], r["dst"]) for r in doc["results"]} == {(s, d) for s in range(4) for d in range(4) if s != d}

@@ -61,7 +61,8 @@ def test_killed_rank_restarts_and_resumes(tmp_path):
     assert doc["status"] == "ok" and doc["world_size"] == len(HOSTS)
     assert sorted(r["host"] for r in doc["ranks"]) == HOSTS
     pairs = [(s, d) for s in range(len(HOSTS)) for d in range(len(HOSTS)) if s != d]
-    keys = sorted((r["src"], r["dst"], r["size"]) for r in doc["results"])
+    # the first pass: the default confirm phase re-measures suspects in records of its own
+    keys = sorted((r["src"], r["dst"], r["size"]) for r in doc["results"] if "confirm" not in r)
     assert keys == sorted((s, d, z) for s, d in pairs for z in SIZES)     # each exactly once
     for r in doc["results"]:      # a record's hosts are its ranks' hosts in this numbering
         assert (r["src_host"], r["dst_host"]) == (doc["ranks"][r["src"]]["host"],
