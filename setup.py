@@ -127,8 +127,9 @@ if _only:
     extensions = [e for e in extensions if e.name.split(".")[-1] in _only]
 
 setup(
-    packages=["comm_bench", "comm_bench.commands", "comm_bench.diagnose", "comm_bench.fabric_sim",
-              "comm_bench.select", "comm_bench.transports", "comm_bench.topology"],
+    packages=["comm_bench", "comm_bench.commands", "comm_bench.control", "comm_bench.run",
+              "comm_bench.results", "comm_bench.views", "comm_bench.validate", "comm_bench.system",
+              "comm_bench.fabric_sim", "comm_bench.select", "comm_bench.transports", "comm_bench.topology"],
     package_dir={"comm_bench.transports": "transports", "comm_bench.topology": "topology"},
     package_data={"comm_bench": ["data/*"], "comm_bench.topology": ["fixtures/**/*"]},
     ext_modules=extensions,

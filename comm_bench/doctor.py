@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 
-from ._native import load
+from .system.native import load
 
 
 def native_parts():

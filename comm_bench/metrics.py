@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import ops as ops_mod
-from ._native import require
+from .system.native import require
 
 
 def stats(samples_us: list) -> dict:

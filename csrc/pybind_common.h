@@ -15,12 +15,12 @@ inline py::dict stats_to_dict(const Stats& s) {
   return d;
 }
 
-// cb::Error becomes comm_bench._native.NativeError (a RuntimeError subclass): one class,
+// cb::Error becomes comm_bench.system.native.NativeError (a RuntimeError subclass): one class,
 // shared by every native module (each module's NativeError attribute is that class),
 // so `except comm_bench._cuda.NativeError` also catches what comm_bench._C raises.
 inline void register_error(py::module_& m) {
   static PyObject* cls = nullptr;  // owned for the life of the process (never released)
-  if (!cls) cls = py::object(py::module_::import("comm_bench._native").attr("NativeError")).release().ptr();
+  if (!cls) cls = py::object(py::module_::import("comm_bench.system.native").attr("NativeError")).release().ptr();
   m.attr("NativeError") = py::handle(cls);
   py::register_exception_translator([](std::exception_ptr p) {
     try {

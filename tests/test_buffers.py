@@ -65,8 +65,8 @@ def _as_gpu(doc, path="staged"):
 
 
 def test_readers_keep_buffers_apart(tmp_path, host_doc):
-    from comm_bench.compare import compare, summarise
-    from comm_bench.records import buffer_label
+    from comm_bench.validate.compare import compare, summarise
+    from comm_bench.results.records import buffer_label
 
     gpu = _as_gpu(host_doc)
     assert {buffer_label(r) for r in gpu["results"]} == {"cuda:cupy/staged"}

@@ -49,7 +49,7 @@ def test_a_clean_checked_run_exits_0(tmp_results):
 def test_every_rank_exits_1_under_a_launcher(tmp_results, tmp_path):
     """Launched as torchrun launches (no spawner to say it): every rank exits 1, rank 0's
     last line names the collective and each rank's count."""
-    from comm_bench.netutil import free_port
+    from comm_bench.system.netutil import free_port
 
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
                LOCAL_WORLD_SIZE="2", COMM_BENCH_TEST_CORRUPT_CHECK="1")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from comm_bench.diagnose.confirm import plan, span_iters, suspects_of
-from comm_bench.diagnose.stats import signed_rank_p
+from comm_bench.validate.confirm import plan, span_iters, suspects_of
+from comm_bench.validate.stats import signed_rank_p
 from comm_bench.errors import UsageError
 from comm_bench.topology import snapshot
-from comm_bench.validate import check
-from comm_bench.validate_rules import load_rules
+from comm_bench.validate.checks import check
+from comm_bench.validate.rules import load_rules
 from cbtest import run_cli
 from test_heatmap import make_doc, write
 
@@ -282,7 +282,7 @@ def test_check_under_launchers(tmp_path, launcher):
     import subprocess
     import sys
 
-    from comm_bench.netutil import free_port
+    from comm_bench.system.netutil import free_port
     from cbtest import COMM_BENCH
     out = tmp_path / "c.json"
     args = ["check", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1", "--localize", "always", "--confirm", "0",
@@ -317,7 +317,7 @@ def test_check_under_launchers(tmp_path, launcher):
 def test_instability_needs_most_alternations(name, kinds):
     """Recorded runs: instability is a finding only where it shows in at least half of the
     alternations, so one jittery alternation is not a fault and a toggling link still is."""
-    from comm_bench.results import load
+    from comm_bench.results.document import load
 
     doc = load(os.path.join(os.path.dirname(__file__), "data", "diagnose", f"{name}.json"))
     assert sorted(f["kind"] for f in check(doc, load_rules())["findings"]) == kinds

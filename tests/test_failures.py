@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from comm_bench.netutil import free_port
+from comm_bench.system.netutil import free_port
 
 from cbtest import COMM_BENCH, load_results, rank_pids
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from comm_bench import nvml_counters as nvml, ops, registry
+from comm_bench.system import nvml_counters as nvml
+from comm_bench import ops, registry
 from comm_bench.schedule import schedule
 from comm_bench.transports.base import RankContext, TransportUnavailable
 

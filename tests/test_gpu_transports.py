@@ -31,7 +31,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 def cuda_mod():
     if N_GPUS == 0:
         pytest.skip(f"no GPU: {WHY}")
-    from comm_bench._native import require
+    from comm_bench.system.native import require
 
     return require("_cuda")
 

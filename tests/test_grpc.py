@@ -249,8 +249,8 @@ def test_unreachable_peer_is_one_line():
 
 def test_receiver_limit_reports_message_too_large():
     """A receiver whose limit is below the message: gRPC's RESOURCE_EXHAUSTED becomes one line."""
-    from comm_bench.netutil import free_port
-    from comm_bench.rendezvous import Store
+    from comm_bench.system.netutil import free_port
+    from comm_bench.control.rendezvous import Store
 
     port = free_port()
     stores = [Store("127.0.0.1", port, r, 2, 20, secret=b"test-secret") for r in range(2)]

@@ -10,7 +10,7 @@ import pytest
 
 from cbtest import assert_no_traceback, run_cli
 from comm_bench.errors import UsageError
-from comm_bench.results import load
+from comm_bench.results.document import load
 from test_diagnose import _hosts_doc, _with_confirm
 from test_heatmap import write
 

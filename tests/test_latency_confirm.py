@@ -9,9 +9,9 @@ import json
 import random
 
 from cbtest import run_cli
-from comm_bench.diagnose.confirm import plan, suspects_of
-from comm_bench.validate import check
-from comm_bench.validate_rules import load_rules
+from comm_bench.validate.confirm import plan, suspects_of
+from comm_bench.validate.checks import check
+from comm_bench.validate.rules import load_rules
 from test_heatmap import make_doc, write
 
 BASE_US = 20.0

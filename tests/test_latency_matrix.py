@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from comm_bench.heatmap import build, legend_text
+from comm_bench.views.heatmap import build, legend_text
 from cbtest import load_results, run_cli
 
 

@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from comm_bench.errors import UsageError
-from comm_bench.launch import detect, first_slurm_host, own_address, scontrol_hostnames, slurm_hosts
+from comm_bench.run.launch import detect, first_slurm_host, own_address, scontrol_hostnames, slurm_hosts
 
 
 def test_torchrun():

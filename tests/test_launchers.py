@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from comm_bench.netutil import free_port
+from comm_bench.system.netutil import free_port
 
 from cbtest import COMM_BENCH, load_results, run_cli
 

@@ -1,4 +1,4 @@
-"""The standard-library rendezvous store (comm_bench/light_store.py): what rendezvous.Store
+"""The standard-library rendezvous store (comm_bench/control/light_store.py): what rendezvous.Store
 relies on, on real sockets, against a server in a thread and in another process."""
 import multiprocessing
 import os
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from comm_bench.light_store import LightStore, _read_frame
-from comm_bench.store_wire import AUTH, MAX_HELLO, MAX_MESSAGE, OK, frame, proof
-from comm_bench.netutil import free_port
-from comm_bench.rendezvous import _listener
+from comm_bench.control.light_store import LightStore, _read_frame
+from comm_bench.control.store_wire import AUTH, MAX_HELLO, MAX_MESSAGE, OK, frame, proof
+from comm_bench.system.netutil import free_port
+from comm_bench.control.rendezvous import _listener
 
 KEY = b"0123456789abcdef-light-store"
 

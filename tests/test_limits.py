@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from comm_bench.limits import check_host, mem_available
-from comm_bench.netutil import free_port
+from comm_bench.run.limits import check_host, mem_available
+from comm_bench.system.netutil import free_port
 from comm_bench.registry import get
 
 from cbtest import assert_no_traceback, load_results, run_cli

@@ -3,7 +3,7 @@ catches what another raises (the GPU tests catch comm_bench._cuda.NativeError ar
 calls that comm_bench._C's translator used to turn into a class of its own)."""
 import pytest
 
-from comm_bench import _native
+from comm_bench.system import native as _native
 
 
 def test_every_built_module_shares_the_class():

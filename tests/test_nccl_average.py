@@ -1,5 +1,5 @@
 """nccl-tests' -a for the NCCL transports: how the ranks' batch times make time_us."""
-from comm_bench.sweep import _ranks_time
+from comm_bench.run.sweep import _ranks_time
 
 
 def test_average_modes_follow_nccl_tests():

@@ -31,7 +31,7 @@ def test_wheel_installs_and_imports_without_optional_parts(tmp_path):
         "ok, why = t['gloo'].probe(); assert not ok and 'torch' in why, why\n"
         "import os, comm_bench.select.rules as R\n"        # the selection model and its data files
         "assert os.path.exists(R.DEFAULT_PATH), R.DEFAULT_PATH\n"
-        "import comm_bench.diagnose.findings, comm_bench.commands.check\n"   # diagnosis ships too
+        "import comm_bench.validate.findings, comm_bench.commands.check\n"   # diagnosis ships too
         "import comm_bench.fabric_sim.run, comm_bench.commands.simulate\n"   # and the simulated fabric
         "print(comm_bench.transports.tcp.__file__)\n"
     )

@@ -82,7 +82,7 @@ def test_options_and_gpu_memory_note_are_plain():
 
 
 def test_rdma_sysfs_helpers(tmp_path, monkeypatch):
-    from comm_bench import rdma_sysfs
+    from comm_bench.system import rdma_sysfs
 
     port = tmp_path / "rxe0" / "ports" / "1"
     (port / "gids").mkdir(parents=True)
@@ -114,7 +114,7 @@ def test_rdma_sysfs_helpers(tmp_path, monkeypatch):
 
 def test_auto_device_is_numa_local(tmp_path, monkeypatch):
     """--device auto: four NICs, two per NUMA node (named against their order)."""
-    from comm_bench import rdma_sysfs
+    from comm_bench.system import rdma_sysfs
 
     for name, node in (("mlx5_0", 1), ("mlx5_1", 0), ("mlx5_2", 1), ("mlx5_3", 0)):
         (tmp_path / name / "device").mkdir(parents=True)

@@ -7,8 +7,8 @@ import pytest
 
 from comm_bench.errors import UsageError
 from comm_bench.topology.linkmap import LinkMap
-from comm_bench.validate import check
-from comm_bench.validate_rules import load_rules
+from comm_bench.validate.checks import check
+from comm_bench.validate.rules import load_rules
 
 from cbtest import assert_no_traceback, run_cli
 from test_heatmap import make_doc

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from comm_bench import results
+from comm_bench.results import document as results
 from comm_bench.errors import RunFailed, UsageError
 
 from cbtest import COMM_BENCH, assert_no_traceback, load_results, run_cli

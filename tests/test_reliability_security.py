@@ -13,10 +13,10 @@ import pytest
 from torch.distributed import TCPStore  # imported here: the other user's child uses it after fork
 
 from comm_bench.errors import RunFailed
-from comm_bench.netutil import free_port
-from comm_bench.light_store import LightStore
-from comm_bench.store_wire import SET, frame
-from comm_bench.rendezvous import Store
+from comm_bench.system.netutil import free_port
+from comm_bench.control.light_store import LightStore
+from comm_bench.control.store_wire import SET, frame
+from comm_bench.control.rendezvous import Store
 
 from cbtest import COMM_BENCH, assert_no_traceback, load_results, rank_pids, run_cli
 from localuser import as_user, other_user, user_dir  # noqa: F401 - fixtures

@@ -11,7 +11,7 @@ import pytest
 
 from cbtest import COMM_BENCH, assert_no_traceback, run_cli
 from test_failures import finish
-from comm_bench.netutil import free_port
+from comm_bench.system.netutil import free_port
 
 SWEEP = ["sweep", "-t", "tcp", "--nprocs", "2", "--pattern", "pairwise", "-b", "1K", "-e", "64K", "-n", "5",
          "--no-progress"]

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from comm_bench import results
+from comm_bench.results import document as results
 from comm_bench.errors import UsageError
 from comm_bench.metrics import make_record, slowest_per_iteration, stats
 

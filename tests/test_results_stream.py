@@ -38,7 +38,7 @@ def test_jsonl_and_resume_refused(tmp_path):
 def test_finalize_rewrites_the_header_only(tmp_path):
     """A rank that died: the spawner marks the document failed; the records stay in their
     file (not copied into the document), and every reader still sees them."""
-    from comm_bench import results
+    from comm_bench.results import document as results
 
     out = tmp_path / "f.json"
     run_cli("simulate", "--nodes", 8, "--leaf", 4, "--confirm", 0, "-o", out, check_rc=0)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from comm_bench import resume
+from comm_bench.run import resume
 from comm_bench.errors import UsageError
 
 from cbtest import assert_no_traceback, load_results, run_cli

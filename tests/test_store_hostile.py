@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 from torch.distributed import TCPStore
 
-from comm_bench.join import join
-from comm_bench.store_wire import SET, WAIT, frame
-from comm_bench.netutil import free_port
-from comm_bench.rendezvous import Store
+from comm_bench.control.join import join
+from comm_bench.control.store_wire import SET, WAIT, frame
+from comm_bench.system.netutil import free_port
+from comm_bench.control.rendezvous import Store
 
 from cbtest import COMM_BENCH, load_results, rank_pids
 from test_failures import wait_for_records

@@ -3,7 +3,7 @@ import pytest
 
 from comm_bench import registry
 from comm_bench.errors import UsageError
-from comm_bench.sweep import SweepConfig, resolve
+from comm_bench.run.sweep import SweepConfig, resolve
 
 
 def cfg(transport, ops, **kw):

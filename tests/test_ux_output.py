@@ -6,7 +6,7 @@ import re
 import pytest
 
 from cbtest import assert_no_traceback, load_results, run_cli
-from comm_bench import heatmap
+from comm_bench.views import heatmap
 
 SMALL = ("-n", "5", "-w", "1")
 
@@ -119,7 +119,7 @@ def test_plot_overlays_runs_ops_and_modes(runs, tmp_path):
 
 
 def test_plot_draws_the_links_theoretical_rate(tmp_path):
-    from comm_bench import plot
+    from comm_bench.views import plot
     from test_heatmap import make_doc, write
     doc = make_doc(nodes=1, gpn=2, sizes=(1 << 16, 1 << 20, 1 << 24))
     curves, rates = plot.build([("d", doc)])

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from comm_bench.errors import UsageError
-from comm_bench.validate import check, robust_low
-from comm_bench.validate_rules import DEFAULT_RULES, default_rules_path, load_rules
+from comm_bench.validate.checks import check, robust_low
+from comm_bench.validate.rules import DEFAULT_RULES, default_rules_path, load_rules
 from cbtest import run_cli
 from test_heatmap import make_doc, write
 

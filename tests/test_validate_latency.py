@@ -1,4 +1,4 @@
-"""validate on --mode lat pair records (comm_bench/validate_latency.py): a host, a rank
+"""validate on --mode lat pair records (comm_bench/validate/latency.py): a host, a rank
 or a pair that answers slowly is named, nothing else is, and noise is not a finding.
 The live path (a host delayed with netem on a namespace fabric) is in test_netns_latency.py."""
 import json

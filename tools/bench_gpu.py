@@ -261,8 +261,8 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from comm_bench import nvml_counters as nvml
-    from comm_bench._native import require
+    from comm_bench.system import nvml_counters as nvml
+    from comm_bench.system.native import require
 
     mod = require("_cuda")
     lines = []

@@ -148,7 +148,7 @@ def make_ctx(cls, rank, world, addr, store, timeout, max_bytes, overrides):
 
 def rank_main(a) -> int:
     from comm_bench import registry
-    from comm_bench.rendezvous import Store
+    from comm_bench.control.rendezvous import Store
 
     rank, world = a.rank, 2
     store = Store(a.master, a.port, rank, world, a.timeout, secret=f"bench-grpc:{a.port}".encode())

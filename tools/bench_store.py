@@ -36,8 +36,8 @@ def _raise_nofile():
 def _serve(kind: str, port: int, ready, stop):
     _raise_nofile()
     if kind == "comm-bench":
-        from comm_bench.light_store import LightStore
-        from comm_bench.rendezvous import _listener
+        from comm_bench.control.light_store import LightStore
+        from comm_bench.control.rendezvous import _listener
         store = LightStore(HOST, port, True, 600.0, _listener(HOST, port, True), secret=SECRET)
     else:
         from torch.distributed import TCPStore
@@ -53,7 +53,7 @@ def _serve(kind: str, port: int, ready, stop):
 
 def _client(kind: str, port: int):
     if kind == "comm-bench":
-        from comm_bench.light_store import LightStore
+        from comm_bench.control.light_store import LightStore
         return LightStore(HOST, port, False, 600.0, secret=SECRET)
     from torch.distributed import TCPStore
     return TCPStore(HOST, port, None, False, timedelta(seconds=OP_TIMEOUT_S), wait_for_workers=False,
@@ -111,7 +111,7 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
 
 def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     ctx = mp.get_context("fork")
-    from comm_bench.netutil import free_port
+    from comm_bench.system.netutil import free_port
     port = free_port()
     ready, stop = ctx.Event(), ctx.Event()
     peak_q = ctx.Queue()

@@ -5,7 +5,7 @@ tools/plain_pingpong.py with comm-bench's pieces added one at a time, in alterna
 
 Variants (each 2 fresh local ranks over loopback):
   plain     torch.distributed env:// rendezvous, the ping-pong, nothing else
-  store     + comm-bench's rendezvous store (comm_bench.rendezvous.Store, rank 0 hosts it)
+  store     + comm-bench's rendezvous store (comm_bench.control.rendezvous.Store, rank 0 hosts it)
   watchdog  + comm-bench's watchdog threads (heartbeat through the store, once a second)
   loop      + comm-bench's timing loop (transports/_framework.time_loop) instead of the plain one
 Prints one markdown row per variant: median over rounds of the round trip's median and min (us).
@@ -37,12 +37,12 @@ def rank_main(variant: str, rank: int, iters: int, size: int) -> list:
     if step == 0:
         dist.init_process_group("gloo", rank=rank, world_size=2)
     else:
-        from comm_bench.rendezvous import Store
+        from comm_bench.control.rendezvous import Store
         store = Store("127.0.0.1", int(os.environ["MASTER_PORT"]), rank, 2, 60.0, secret=b"k" * 32)
         dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store.raw), rank=rank, world_size=2,
                                 timeout=timedelta(seconds=60))
     if step >= 2:
-        from comm_bench.watchdog import Watchdog
+        from comm_bench.control.watchdog import Watchdog
         watchdog = Watchdog(store, rank, 2, ["here", "here"], 60.0, on_abort=lambda f: None).start()
     buf = torch.zeros(size // 4, dtype=torch.float32)
     if step >= 3:

@@ -65,7 +65,7 @@ def launch(kind: str, iters: int, size: int) -> int:
     here = [sys.executable, os.path.abspath(__file__), kind, "--iters", str(iters), "--size", str(size)]
     if kind == "mpi":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        from comm_bench.spawn import mpirun_command
+        from comm_bench.run.spawn import mpirun_command
         return subprocess.run(mpirun_command(2) + here + ["--rank", "-1"]).returncode
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -18,7 +18,7 @@ import os
 import socket
 import time
 
-from ..netutil import iface_addrs
+from ..system.netutil import iface_addrs
 from . import links as L
 from . import matrix as M
 from .nvml_snapshot import read_nvml

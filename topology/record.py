@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from ..safefile import write_file
+from ..results.safefile import write_file
 from .nvml_snapshot import read_nvml
 from .sysfs import BDF_RE, ROOT_RE, _listdir
 

@@ -49,7 +49,7 @@ def library_status(lib: str) -> tuple:
         else:
             from numba import cuda
             n = len(cuda.gpus) if cuda.is_available() else 0
-            from .._native import load
+            from ..system.native import load
             native, why = load("_cuda")
             if n and native is None:   # its kernel checks Numba arrays (count_wrong)
                 return False, f"numba buffers need comm_bench._cuda: {why}"
@@ -326,7 +326,7 @@ class _Numba(_Adapter):
         """Compared on the GPU by comm-bench's own kernel (comm_bench._cuda.count_unequal), not
         a Numba JIT kernel: Numba arrays have no element-wise compare, and Numba's JIT breaks
         where numba-cuda and numpy disagree (the H200 machine's: np.row_stack is gone)."""
-        from .._native import require
+        from ..system.native import require
         w = want.astype(got.dtype)
         n = min(w.size, got.size)      # the kernel reads n elements of each: never past `got`
         missing = w.size - n           # elements that did not arrive are wrong

@@ -11,7 +11,7 @@ import ctypes
 def loop_for(MPI, comm):
     """timed(inp, out, ack, nbytes, peer, src, lat, iters, warmup) -> samples (us), or None
     where the C++ part or the MPI symbols are missing (the Python loop runs then)."""
-    from .._native import load
+    from ..system.native import load
     C, _ = load("_C")
     if C is None or not hasattr(C, "mpi_pair_loop"):
         return None

@@ -108,7 +108,7 @@ class RankContext:
     local_world_size: int
     host: str                 # this rank's hostname
     addr: str                 # address peers reach this rank on (servers bind here)
-    store: Any                # comm_bench.rendezvous.Store: set/get/add/barrier/all_gather
+    store: Any                # comm_bench.control.rendezvous.Store: set/get/add/barrier/all_gather
     timeout: float            # seconds any blocking step may wait for a peer
     options: dict = field(default_factory=dict)  # transport options from the CLI (Option.dest keys)
     max_bytes: int = 0        # largest size the sweep will ask for (buffers can be sized once)

@@ -28,7 +28,7 @@ PEER_OPS = ("peer", "peer_read", "peer_bidir")
 
 def load_native():
     """(module, "") or (None, reason) for comm_bench._cuda."""
-    from .._native import load
+    from ..system.native import load
 
     return load("_cuda")
 
@@ -81,7 +81,7 @@ def pick_gpu(ctx: RankContext, requested, count: int) -> int:
 
 def gpu_description(mod, dev: int) -> dict:
     """What the results record about a GPU: CUDA's view plus NVML's links."""
-    from .. import nvml_counters as nvml
+    from ..system import nvml_counters as nvml
 
     info = dict(mod.device_info(dev))
     info["cuda_driver"] = mod.driver_version()
@@ -120,7 +120,7 @@ class CudaCopyTransport(Transport):
         return one_rank_per_gpu()
 
     def setup(self, ctx: RankContext) -> None:
-        from .._native import require
+        from ..system.native import require
 
         self.ctx = ctx
         mod = self.mod = require("_cuda")
@@ -174,7 +174,7 @@ class CudaCopyTransport(Transport):
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
-        from .. import nvml_counters as nvml
+        from ..system import nvml_counters as nvml
 
         # (which pattern runs which op: pair_ops / collective_ops, checked by the sweep)
         if op in PEER_OPS:
@@ -237,7 +237,7 @@ class CudaCopyTransport(Transport):
             del bench
 
     def describe(self) -> dict:
-        from .. import nvml_counters as nvml
+        from ..system import nvml_counters as nvml
 
         info = getattr(self, "info", {}) or {}
         return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": info,

@@ -51,7 +51,7 @@ class GlooTransport(Transport):
     def setup(self, ctx: RankContext) -> None:
         import torch.distributed as dist
 
-        from ..netutil import iface_for_addr
+        from ..system.netutil import iface_for_addr
 
         self.ctx = ctx
         iface = iface_for_addr(ctx.addr)

@@ -477,7 +477,7 @@ class GrpcTransport(Transport):
     def _serve_wait(self, peer: int, op: str) -> RunResult:
         # Longer than the active side may take to fail on its own (connect window, the op,
         # Done), so the rank that hits an error names it; a peer that dies or hangs is
-        # caught sooner by the heartbeats (comm_bench/watchdog.py).
+        # caught sooner by the heartbeats (comm_bench/control/watchdog.py).
         wait = 2 * self.ctx.timeout + _connect_window(self.ctx.timeout) + 5
         try:
             self._done_queue(peer).get(timeout=wait)

@@ -160,7 +160,7 @@ class NcclTransport(Transport):
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
-        from .. import nvml_counters as nvml
+        from ..system import nvml_counters as nvml
 
         ctx = self.ctx
         native_op, native_peer = op, -1
@@ -211,7 +211,7 @@ class NcclTransport(Transport):
                 pass
 
     def describe(self) -> dict:
-        from .. import nvml_counters as nvml
+        from ..system import nvml_counters as nvml
 
         return {"device": f"cuda:{getattr(self, 'dev', '?')}", "gpu": getattr(self, "info", {}),
                 "nccl": {"version": version_string(getattr(self, "lib_version", 0) or 0),

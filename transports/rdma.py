@@ -76,7 +76,7 @@ class RdmaTransport(Transport):
 
     @classmethod
     def probe(cls) -> tuple:
-        from .. import _native, rdma_sysfs
+        from ..system import native as _native, rdma_sysfs
 
         mod, why = _native.load("_ibverbs")
         if mod is None:
@@ -91,7 +91,7 @@ class RdmaTransport(Transport):
 
     # -- setup ------------------------------------------------------------------
     def setup(self, ctx: RankContext) -> None:
-        from .. import _native, rdma_sysfs
+        from ..system import native as _native, rdma_sysfs
 
         self.ctx = ctx
         opt = self.resolve_options(ctx.options)
@@ -247,7 +247,7 @@ class RdmaTransport(Transport):
         self.engine = None  # destroys QPs, CQs, MRs, the PD and the device context
 
     def describe(self) -> dict:
-        from .. import rdma_sysfs
+        from ..system import rdma_sysfs
 
         info = getattr(self, "info", None)
         if not info:

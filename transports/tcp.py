@@ -30,7 +30,7 @@ class TcpTransport(Transport):
 
     @classmethod
     def probe(cls):
-        from .._native import load
+        from ..system.native import load
 
         mod, why = load("_C")
         return (mod is not None), why
@@ -40,7 +40,7 @@ class TcpTransport(Transport):
         gb.check_staged_only(options, cls.name)
 
     def setup(self, ctx: RankContext) -> None:
-        from .._native import require
+        from ..system.native import require
 
         self.ctx = ctx
         self.lib, self.gpu = gb.open_for(ctx, self.resolve_options(ctx.options))
@@ -54,7 +54,7 @@ class TcpTransport(Transport):
 
     def run(self, op, nbytes, iters, warmup, *, dtype="float32", check=False, mode="bw",
             peer=None, role=None) -> RunResult:
-        from .._native import require
+        from ..system.native import require
 
         C = require("_C")
         on_gpu = self.gpu is not None

@@ -1,6 +1,6 @@
 """`comm-bench check`: run the quick collective test; when it is below expectation,
 localize with pairwise-concurrent rounds and a confirm phase on the same ranks, then
-print validate's report (comm_bench/diagnose/check.py)."""
+print validate's report (comm_bench/run/check.py)."""
 from __future__ import annotations
 
 import os
@@ -10,9 +10,9 @@ import click
 
 from .. import registry
 from ..errors import UsageError
-from ..diagnose.confirm import DEFAULT_ALTERNATIONS
+from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..sizes import size_range
-from ..sweep import SweepConfig
+from ..run.sweep import SweepConfig
 from .sweep import _env, _transport_options, launch
 
 
@@ -53,7 +53,7 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
 
     Exit status: 0 no findings, 1 findings or a failed run, 2 bad input.
     """
-    from ..diagnose.check import CheckRun
+    from ..run.check import CheckRun
     cls = registry.get(transport)
     from ..ops import get as get_op
     if op_name == "sendrecv" or not get_op(op_name).collective:
@@ -73,9 +73,9 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
         os.environ["COMM_BENCH_RULES"] = rules      # the spawned ranks read the same rules
 
     def report(code):
-        from ..validate import run
-        from ..validate_findings import NothingToCheck, exit_code
-        from ..validate_output import format_text, to_json
+        from ..validate.checks import run
+        from ..validate.finding_kinds import NothingToCheck, exit_code
+        from ..validate.output import format_text, to_json
         try:
             rep = run(output, rules)
         except NothingToCheck:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..compare import DEFAULT_TOLERANCE
+from ..validate.compare import DEFAULT_TOLERANCE
 
 
 @click.command()
@@ -26,10 +26,10 @@ def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
     pairs) and their change from the first run, marked better / worse beyond --tolerance.
     Runs of other transports or patterns line up by op and size: gRPC vs NCCL vs RDMA,
     before vs after. Exit 0: no run worse than the first; 1: one is; 2: bad input."""
-    from ..compare import compare as run, format_text
+    from ..validate.compare import compare as run, format_text
     from ..errors import UsageError
-    from ..export import select
-    from ..results import load_measured as load
+    from ..results.export import select
+    from ..results.document import load_measured as load
     from ..sizes import parse_size
     docs = [(os.path.basename(p), load(p)) for p in results]
     if ops or sizes:
@@ -40,7 +40,7 @@ def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
     out = run(docs, tolerance, parse_size(min_size, "--min-size"))
     click.echo(json.dumps(out, indent=1) if as_json else format_text(out))
     if html_out:
-        from ..interactive import write_compare_page
+        from ..views.interactive import write_compare_page
         write_compare_page(docs, out, html_out)
         click.echo(f"# interactive page written to {html_out}", err=True)
     sys.exit(1 if out["status"] == "fail" else 0)

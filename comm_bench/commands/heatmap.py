@@ -1,7 +1,7 @@
 """`comm-bench heatmap`: pair utilisation heatmaps (PNG or one self-contained HTML)."""
 import click
 
-from ..heatmap import BY_CHOICES
+from ..views.heatmap import BY_CHOICES
 
 
 @click.command()
@@ -20,7 +20,7 @@ def heatmap(results, out, by, op, interactive):
 
     One panel per size class; N/A where nothing was measured; axes labelled host:device.
     """
-    from ..heatmap_output import make
+    from ..views.heatmap_output import make
     info = make(results, out, by=by, op=op, interactive=interactive)
     if "aggregated" in info:
         a = info["aggregated"]

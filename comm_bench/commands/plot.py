@@ -9,7 +9,7 @@ import click
 def plot(results, out, op):
     """Draw busbw and latency against message size (log-x) for one or more results files:
     every run, transport and op overlaid, each link's theoretical rate as a dashed line."""
-    from ..plot import make
+    from ..views.plot import make
     info = make(list(results), out, [o.strip() for o in op.split(",")] if op else None)
     rates = ", ".join(f"{c} {g:g} GB/s" for c, g in sorted(info["rates"].items())) or "none known"
     click.echo(f"wrote {info['out']}: {info['curves']} curve(s); link rates: {rates}")

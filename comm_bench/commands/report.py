@@ -9,10 +9,11 @@ import sys
 
 import click
 
-from .. import data_error, export, table
+from ..results import data_error, export
+from ..views import table
 from ..errors import UsageError
-from ..records import buffer_label
-from ..results import load_measured as load
+from ..results.records import buffer_label
+from ..results.document import load_measured as load
 
 
 @click.command()
@@ -69,7 +70,7 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
         print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)
     if html_out:
         try:
-            from ..report_html import render
+            from ..views.report_html import render
         except ImportError:
             raise UsageError("the HTML report is not available in this installation") from None
         render(doc, html_out, interactive=interactive)

@@ -81,7 +81,7 @@ def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
     Exit status: 0 a feasible layout meets --min-efficiency (or any is feasible), 1 none
     does, 2 bad input. Model and formulas: docs/selection.md.
     """
-    from ..results import load_measured
+    from ..results.document import load_measured
     from ..select import link_model_only, select as run
     for path in results:
         load_measured(path)     # an empty document is bad input here as in every reader

@@ -1,7 +1,7 @@
 """`comm-bench simulate`: a SIMULATED fabric run, for tests and planning at scale."""
 import click
 
-from ..diagnose.confirm import DEFAULT_ALTERNATIONS
+from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..schedule import COST, DEFAULT_K
 
 _PATTERNS = ("matchings", "topology", "pairwise-concurrent")
@@ -41,7 +41,7 @@ def simulate(nodes, leaf, pod, host_gbs, oversub, noise, faults, pattern, k, siz
     from ..fabric_sim.fabric import Fabric, parse_fault
     from ..fabric_sim.run import SimConfig, simulate as run
     from ..sizes import parse_size
-    from ..validate_rules import load_rules
+    from ..validate.rules import load_rules
 
     load_rules(rules)       # a bad rules file fails before anything runs
     fabric = Fabric(nodes, leaf=leaf, pod=pod, host_gbs=host_gbs, oversub=oversub, noise=noise,

@@ -9,13 +9,13 @@ import click
 from .. import ops as ops_mod
 from .. import registry
 from ..errors import UsageError
-from ..launch import detect
-from ..limits import check_host
-from ..diagnose.confirm import DEFAULT_ALTERNATIONS
+from ..run.launch import detect
+from ..run.limits import check_host
+from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..schedule import COST, DEFAULT_K
 from ..sizes import size_range
-from ..spawn import spawn_local
-from ..sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
+from ..run.spawn import spawn_local
+from ..run.sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
 
 
 def _env(name):
@@ -126,7 +126,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     if records == "jsonl" and resume:
         raise UsageError("--records jsonl does not take --resume (yet): resume an inline document")
     if groups:
-        from ..groups import parse_groups
+        from ..run.groups import parse_groups
         parse_groups(groups)        # a bad file fails here, before any rank starts
     # no --op: the first op the pattern runs (sweep.resolve)
     ops = list(cls.ops) if op_names == "all" else (op_names.split(",") if op_names else [])
@@ -162,7 +162,7 @@ def launch(cfg, nprocs, rank0_done=None):
     rank 0 after a completed run, e.g. check's report)."""
     cls = registry.get(cfg.transport)
     if cfg.confirm:
-        from ..validate_rules import load_rules
+        from ..validate.rules import load_rules
         load_rules(cfg.rules)       # a bad rules file fails here, before any rank starts
     info = detect()
     if nprocs is None:
@@ -175,7 +175,7 @@ def launch(cfg, nprocs, rank0_done=None):
             return spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
                                timeout=cfg.timeout, results_path=cfg.output)
     if cfg.resume and info.rank == 0:
-        from ..resume import earlier
+        from ..run.resume import earlier
         earlier(cfg.output)     # a launcher's rank 0: a hostile document fails before it meets the others
     code = run_rank(cfg, info)
     spawned = os.environ.get("COMM_BENCH_LAUNCHER") == "spawn"   # our spawner reports instead

@@ -22,11 +22,11 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
     Exit status: 0 pass, 1 findings, 2 bad input or nothing to check, 3 no findings but
     suspects left unconfirmed (the sweep ran with --confirm 0).
     """
-    from ..results import load_measured as load_results
-    from ..validate import check, report as make_report
-    from ..validate_findings import NothingToCheck, exit_code
-    from ..validate_output import format_text, to_json, write_junit
-    from ..validate_rules import load_rules
+    from ..results.document import load_measured as load_results
+    from ..validate.checks import check, report as make_report
+    from ..validate.finding_kinds import NothingToCheck, exit_code
+    from ..validate.output import format_text, to_json, write_junit
+    from ..validate.rules import load_rules
     rules = load_rules(rules)
     doc = load_results(results)
     base = load_results(baseline) if baseline else None
@@ -38,7 +38,7 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
         report = make_report(doc, rules, [], {})     # the baseline alone is still a check
     lines = []
     if base is not None:
-        from ..baseline import apply
+        from ..validate.baseline import apply
         lines.append(apply(report, doc, base, os.path.basename(baseline), tolerance, rules["min_size"]))
         if not report["checked"]["baseline"]["compared"]:
             from ..errors import UsageError

@@ -16,21 +16,12 @@ Faults (`--fault` text, NODE/LEAF/PORT are numbers):
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..validate.fabric import ROUTING, ecmp_port   # the routing its documents name, read by validate
 
 FAULT_KINDS = {"slow-host": "if", "slow-link": "iif", "flap": "iff", "bad-port": "iif"}  # argument types
-
-
-ROUTING = "ecmp-crc32-pair"
-
-
-def ecmp_port(a: int, b: int, uplinks: int) -> int:
-    """The simulated ECMP hash: the uplink port (same index at both leaves) of pair a-b."""
-    lo, hi = min(a, b), max(a, b)
-    return zlib.crc32(f"{lo}-{hi}".encode()) % uplinks
 
 
 @dataclass

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ops as ops_mod
-from ..diagnose.confirm import DEFAULT_ALTERNATIONS
-from ..results import new_document, now_iso
-from ..results_stream import RecordStream
+from ..validate.confirm import DEFAULT_ALTERNATIONS
+from ..results.document import new_document, now_iso
+from ..results.stream import RecordStream
 from ..schedule import COST, distances, rounds_count, schedule
 from .measure import run_round
 
@@ -84,8 +84,8 @@ class SimRun:
 
 def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) -> dict:
     """Run it, write `out` (+ out.records.jsonl); returns the document (records excluded)."""
-    from ..diagnose.confirm import run_phase
-    from ..results import claim_output
+    from ..validate.confirm import run_phase
+    from ..results.document import claim_output
 
     n = fabric.nodes
     groups = fabric.groups()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UsageError
-from ..results import check_document, load as load_results
+from ..results.document import check_document, load as load_results
 from . import cluster as C
 from . import facts as F
 from . import frameworks as FW

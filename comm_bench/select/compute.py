@@ -44,7 +44,7 @@ def measured_gemm_efficiency(path, peak_tflops):
     """[(hidden, efficiency)] of a tools/bench_train_step.py file (its cases' local compute)."""
     import json
     from ..errors import UsageError
-    from ..safefile import read_bounded
+    from ..results.safefile import read_bounded
     raw = read_bounded(path, "bench_train_step file")
     try:
         bench = json.loads(raw)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import operator
 
-from ..doclimits import MAX_INT_DIGITS
+from ..results.doclimits import MAX_INT_DIGITS
 from ..errors import UsageError
 
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,

@@ -3,7 +3,7 @@ page: the recommendation and its reasons, the candidates, the link model, and th
 utilisation heatmap of every results file with pair records (the links the figures rest on)."""
 from __future__ import annotations
 
-from ..report_html import _heat_section, e, page
+from ..views.report_html import _heat_section, e, page
 
 
 def _table(head, rows, left=()):
@@ -42,13 +42,13 @@ def render(res, docs, path):
         parts.append(f"<h2>Links measured in {e(p)}</h2>")
         parts.append(_heatmap(doc))
     parts.append("<p class=\"meta\">Formulas and sources: docs/selection.md.</p>")
-    from ..safefile import write_file
+    from ..results.safefile import write_file
     write_file(path, page(f"comm-bench select: {w['name']}", "\n".join(parts)), "--html")
 
 
 def _heatmap(doc):
-    from ..heatmap import build
-    from ..records import pair_records
+    from ..views.heatmap import build
+    from ..results.records import pair_records
     if not pair_records(doc):
         return "<p class=\"meta\">collective records only: no pair heatmap (see the link model above)</p>"
     try:

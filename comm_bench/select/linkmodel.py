@@ -21,7 +21,7 @@ aggregate, a NIC pair one NIC (LinkModel._share).
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..validate_rules import DEFAULT_RULES
+from ..validate.rules import DEFAULT_RULES
 from .collectives import busbw_gbs, flat, hierarchical_stages
 
 RANK = {"measured": 0, "extrapolated": 1, "assumed": 2}

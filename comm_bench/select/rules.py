@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 
-from ..doclimits import MAX_RULES_BYTES, loads_yaml
+from ..results.doclimits import MAX_RULES_BYTES, loads_yaml
 from ..errors import UsageError
-from ..safefile import read_bounded
+from ..results.safefile import read_bounded
 from . import facts as F
 from .expr import Expr
 from .layouts import DP_LAYOUTS

@@ -2,7 +2,7 @@
 
 Under QEMU software emulation a Python process that imports torch takes minutes
 to start, so the in-VM tests fork ranks from one already-started interpreter and
-give them a file-backed store with the same calls as comm_bench.rendezvous.Store
+give them a file-backed store with the same calls as comm_bench.control.rendezvous.Store
 (set/get/all_gather/barrier). The transport code under test is the real one;
 only the rendezvous is a stand-in. `comm-bench sweep` itself (with the torch
 store) is exercised by test_sweep_cli.py.

@@ -1,0 +1,80 @@
+"""What a JSON or YAML document given to comm-bench may hold: how deeply it nests and how
+large its whole numbers are. Parsers and the code after them recurse and convert to
+float, so a hostile document (200,000 nested '[', a 400-digit size) must be refused
+here, with one line and exit 2, not end as RecursionError or OverflowError (exit 70)."""
+from __future__ import annotations
+
+import json
+
+from ..errors import UsageError
+
+MAX_RULES_BYTES = 1 << 20   # rules files (validate --rules, select --rules)
+MAX_DEPTH = 64          # comm-bench's own documents nest < 10 deep
+MAX_INT_DIGITS = 19     # |n| < 10**19: every count, size and rank fits 64 bits and a float
+
+
+def too_deep(what: str, path: str) -> UsageError:
+    return UsageError(f"{what} '{path}' nests lists or objects too deeply (comm-bench reads up to "
+                      f"{MAX_DEPTH} levels): not a document comm-bench wrote")
+
+
+def json_int(what: str, path: str):
+    """A json.loads parse_int that refuses whole numbers too large for a float or 64 bits."""
+    def parse(text: str) -> int:
+        if len(text) > MAX_INT_DIGITS and len(text.lstrip("-")) > MAX_INT_DIGITS:
+            raise _too_large(what, path, text)
+        return int(text)
+    return parse
+
+
+def loads_json(text: str, what: str, path: str, walk: bool = True, **hooks):
+    """json.loads, with too deep nesting and too large numbers one UsageError. walk=False
+    for results documents (100,000s of records): their integers are checked as they are
+    parsed, and their depth is bounded by the parser's own recursion limit (~1000), which
+    is refused here too; nothing after it recurses into fields it does not know."""
+    try:
+        doc = json.loads(text, parse_int=json_int(what, path), **hooks)
+    except RecursionError:
+        raise too_deep(what, path) from None
+    if walk:
+        check_tree(doc, what, path)
+    return doc
+
+
+def loads_yaml(text, what: str, path: str):
+    """yaml.safe_load, with too deep nesting and too large numbers one UsageError."""
+    import yaml
+    try:
+        doc = yaml.safe_load(text)
+    except RecursionError:
+        raise too_deep(what, path) from None
+    check_tree(doc, what, path)
+    return doc
+
+
+def check_tree(doc, what: str, path: str) -> None:
+    """UsageError if `doc` nests deeper than MAX_DEPTH or holds an integer of more than
+    MAX_INT_DIGITS digits (walked without recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, dict):
+            items = obj.values()
+        elif isinstance(obj, list):
+            items = obj
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise too_deep(what, path)
+        for v in items:
+            if isinstance(v, (dict, list)):
+                stack.append((v, depth + 1))
+            elif isinstance(v, int) and not isinstance(v, bool) and \
+                    (v >= 10 ** MAX_INT_DIGITS or v <= -10 ** MAX_INT_DIGITS):
+                raise _too_large(what, path, str(v))
+
+
+def _too_large(what, path, text) -> UsageError:
+    shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
+    return UsageError(f"{what} '{path}' holds the number {shown}, too large for comm-bench "
+                      f"(at most {MAX_INT_DIGITS} digits)")

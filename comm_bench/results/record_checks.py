@@ -1,0 +1,135 @@
+"""What JSON Schema cannot say about a results document, checked record by record before
+any reader uses a figure: ranks below world_size and listed once, figures finite, above
+zero where a measurement cannot be zero, never subnormal and never beyond any link's or
+timer's physical range, confirm targets naming ranks of the run, known dtypes, no pair
+from a rank to itself, no record twice. A document that contradicts itself is refused
+with one line naming the record (exit 2), never read with a guess or dropped silently.
+
+    checker = RecordChecker(doc, path)    # the header: world_size, ranks
+    checker.check(i, rec)                 # each record, in order (streaming readers too)
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from ..errors import UsageError
+
+MAX_GBS = 1e6   # 1 PB/s: beyond any link or memory; a larger figure is a corrupted document
+MIN_GBS = 1e-9  # 1 byte/s: a measured rate below it (or a subnormal one) is a corrupted figure
+MIN_US = 1e-6   # 1 ps: no timer resolves less; a time below it is a corrupted figure
+MAX_US = 1e10   # ~3 hours for one iteration: beyond any --timeout
+# what one record measured: no two records of a document share all of these (and the buffer)
+RECORD_IDENTITY = ("transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "root", "round")
+LATENCY_FIGURES = ("min", "max", "avg", "median", "p99", "p999")
+
+
+def _short(value) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _num(v):
+    return None if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) else v
+
+
+class RecordChecker:
+    def __init__(self, doc, path):
+        from ..ops import DTYPES
+        from .records import buffer_label
+
+        self.path, self.dtypes, self.buffer_label = path, DTYPES, buffer_label
+        self.n = doc.get("world_size")
+        listed = [r.get("rank") for r in doc.get("ranks") or []]
+        if len(set(listed)) != len(listed):
+            rank = next(r for i, r in enumerate(listed) if r in listed[:i])
+            raise self.bad(f"rank {rank} appears twice in 'ranks'")
+        if listed and self.n is not None and len(listed) != self.n:
+            raise self.bad(f"world_size is {self.n} but 'ranks' lists {len(listed)} rank(s)")
+        self.seen = {}      # hash of a record's identity -> its index (a hash: 2M records at 1,024 ranks)
+
+    def bad(self, what):
+        return UsageError(f"'{self.path}' is not a valid comm-bench results document: {what}")
+
+    def check(self, i, rec):
+        """One record (the schema has checked its types): UsageError naming it, or None."""
+        get = rec.get
+        src, dst = get("src"), get("dst")
+        n = self.n
+        if n is not None:
+            for key, v in (("src", src), ("dst", dst), ("root", get("root"))):
+                if v is not None and v >= n:
+                    raise self._rank(i, key, v)
+        if src is not None and src == dst:
+            raise self.bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
+        dtype = get("dtype")
+        if dtype is not None and dtype not in self.dtypes:
+            raise self.bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(self.dtypes)}")
+        for key in ("algbw", "busbw", "bw_peak"):
+            v = get(key)
+            if v.__class__ is float or v.__class__ is int:
+                if not MIN_GBS <= v <= MAX_GBS:
+                    self._rate(i, key, v, pair=src is not None)
+        t = get("time_us")
+        if (t.__class__ is float or t.__class__ is int) and not MIN_US <= t <= MAX_US:
+            raise self._time(i, "time_us", t)
+        lat = get("latency_us")
+        if lat:
+            self._latency(i, lat)
+        conf = get("confirm")
+        if conf is not None:
+            self._confirm(i, conf)
+        ident = (*map(get, RECORD_IDENTITY), self.buffer_label(rec))
+        try:
+            key = hash(ident)
+        except TypeError:       # a list or object where a scalar belongs: hash its text
+            key = hash(tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in ident))
+        first = self.seen.setdefault(key, i)
+        if first != i:
+            raise self.bad(f"record {i} (results[{i}]) measures what record {first} measured (same "
+                           f"{', '.join(RECORD_IDENTITY)}): a record given twice")
+
+    def _rank(self, i, key, v):
+        return self.bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {self.n} rank(s)")
+
+    def _rate(self, i, key, v, pair):
+        """A rate outside [MIN_GBS, MAX_GBS]: refused, except busbw 0 of a collective (a
+        1-rank all_reduce's bus factor 2(n-1)/n is 0) and bw_peak 0; a pair's rate never is."""
+        where = f"record {i} (results[{i}].{key}) is {v!r}"
+        if not math.isfinite(v):
+            raise self.bad(f"{where}, not a finite number")
+        if v > MAX_GBS:
+            raise self.bad(f"{where} GB/s, more than any link or memory carries ({MAX_GBS:g} GB/s)")
+        if v != 0 or key == "algbw" or (pair and key == "busbw"):
+            raise self.bad(f"{where} GB/s: a measured rate is at least {MIN_GBS:g} GB/s")
+
+    def _time(self, i, key, v):
+        where = f"record {i} (results[{i}].{key}) is {v!r} us"
+        if not math.isfinite(v):
+            return self.bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
+        if v < MIN_US:
+            return self.bad(f"{where}: a measured time is at least {MIN_US:g} us")
+        return self.bad(f"{where}, longer than any run ({MAX_US:g} us)")
+
+    def _latency(self, i, lat):
+        for k in LATENCY_FIGURES:
+            v = lat.get(k)
+            if (v.__class__ is float or v.__class__ is int) and not MIN_US <= v <= MAX_US:
+                raise self._time(i, f"latency_us.{k}", v)
+        sd = _num(lat.get("stdev"))
+        if sd is not None and not 0 <= sd <= MAX_US:
+            raise self.bad(f"record {i} (results[{i}].latency_us.stdev) is {sd!r}, not 0 to {MAX_US:g} us")
+        lo, mid, hi = (_num(lat.get(k)) for k in ("min", "median", "max"))
+        if None not in (lo, mid, hi) and not lo <= mid <= hi:
+            raise self.bad(f"record {i} (results[{i}].latency_us) has min {lo!r}, median {mid!r}, max {hi!r}: "
+                           f"not in that order")
+
+    def _confirm(self, i, conf):
+        """Target ranks of the run (the schema has checked their types and that they are >= 0)."""
+        t = conf.get("target") or {}
+        for key in ("rank", "src", "dst"):
+            v = t.get(key)
+            if v is not None and self.n is not None and v >= self.n:
+                raise self._rank(i, f"confirm.target.{key}", v)
+        if t.get("src") is not None and t.get("src") == t.get("dst"):
+            raise self.bad(f"record {i} (results[{i}].confirm.target) names a pair from rank {t['src']} to itself")

@@ -1,0 +1,40 @@
+"""What validate reports: the kinds of finding, one finding, and the error for a run
+that holds nothing to check. Shared by checks.check, the diagnosis modules beside it and the baseline."""
+from __future__ import annotations
+
+from ..errors import UsageError
+
+
+class NothingToCheck(UsageError):
+    """The rules found nothing to hold the records against (exit 2 unless a baseline is)."""
+
+
+# Every kind of finding check() can report, in report order: the JUnit output lists
+# each as a test case, so a kind made anywhere else must be added here (_finding refuses it).
+FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
+                 "unstable-pair", "high-latency-host", "high-latency-rank", "high-latency-pair",
+                 "bad-switch-port", "link-degraded", "class-below-expected",
+                 "collective-below-expected", "wrong-data", "superseded-method", "run-failed", "regression")
+
+
+# validate's exit status (README, docs/validate-rules.md): 0 pass, 1 findings, 2 bad input,
+# 3 no findings but first-pass suspects nobody re-measured (a run with `--confirm 0`)
+EXIT_UNCONFIRMED = 3
+
+
+def status(report):
+    """"fail" (findings), "unconfirmed" (none, but suspects left unconfirmed) or "pass"."""
+    if report["findings"]:
+        return "fail"
+    return "unconfirmed" if ((report.get("checked") or {}).get("diagnosis") or {}).get("unconfirmed_suspects") \
+        else "pass"
+
+
+def exit_code(report):
+    return {"fail": 1, "unconfirmed": EXIT_UNCONFIRMED, "pass": 0}[status(report)]
+
+
+def finding(kind, message, **kw):
+    if kind not in FINDING_KINDS:
+        raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")
+    return {"kind": kind, "severity": "error", "message": message, **kw}

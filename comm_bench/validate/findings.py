@@ -1,0 +1,215 @@
+"""validate's findings, checked again: confirm-phase verdicts confirm, add or withdraw
+them, instability and topology findings join them, and every finding gets a confidence.
+
+Confidence = 1 - p of a one-sided Wilcoxon signed-rank test (stats.py): over the confirm
+phase's K paired comparisons where the suspect was re-measured, else over the
+first-pass values the finding rests on (each pair's GB/s relative to its group's median);
+facts read directly (wrong data, a failed run, a link's trained width) have 1.0.
+"""
+from __future__ import annotations
+
+import math
+
+from ..results.records import measured_gbs, pair_records
+from .finding_kinds import EXIT_UNCONFIRMED, finding
+from .rules import outlier_rules
+from . import fabric, trained_links as topology
+from .stats import confidence, signed_rank_p
+from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
+from .verdicts import judge
+
+RANK_KINDS = ("bad-host", "bad-device", "bad-rank")
+# the findings a confirm verdict about a rank / a pair speaks to (bandwidth or latency)
+VERDICT_RANK_KINDS = RANK_KINDS + ("high-latency-host", "high-latency-rank")
+VERDICT_PAIR_KINDS = ("bad-pair", "high-latency-pair")
+CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
+
+
+def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, medians=None):
+    """(findings, diagnosis) for validate.check; all_recs: pair_records(doc), groups:
+    validate's first-pass table and medians its (obs, gmed) (computed again when not given)."""
+
+    all_recs = pair_records(doc) if all_recs is None else all_recs
+    confirm_recs = [r for r in all_recs if isinstance(r.get("confirm"), dict)]
+    verdicts = judge(confirm_recs, rules, measured_gbs)
+    table = PairTable(recs, lm, set(sizes), measured_gbs, groups, medians) if recs else None
+    out, withdrawn = [], []
+    for f in findings:
+        judged = apply_verdict(f, verdicts)
+        if judged is WITHDRAWN:
+            withdrawn.append(f["message"])
+            continue
+        if not judged:              # no verdict: the first pass's own confidence
+            f["confidence"] = 1.0 if f["kind"] in CERTAIN else _first_pass_confidence(f, table)
+        out.append(f)
+    named_ranks = {r for f in out if f["kind"] in RANK_KINDS for r in f.get("ranks") or []}
+    named_pairs = {(f["src"], f["dst"]) for f in out if f["kind"] == "bad-pair"}
+    slow = [v for v in verdicts if v.get("slow") and v["kind"] == "rank" and v["target"]["rank"] not in named_ranks]
+    out += _rank_findings(slow, lm, finding, "bad")
+    out += _rank_findings([v for v in verdicts if v.get("unstable") and v["kind"] == "rank"], lm, finding, "unstable")
+    for v in verdicts:
+        t = v["target"]
+        if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
+            out.append(_pairfinding(v, lm, finding))
+    o = outlier_rules(rules, (doc.get("transport") or "").lower())
+    below = lambda ratio: [p for (k, p), v in table.obs.items()   # noqa: E731
+                           if table.gmed[k] > 0 and v < ratio * table.gmed[k]] if table else []
+    out, placed = fabric.localize(doc, lm, out, {(r["src"], r["dst"]) for r in recs},
+                                  rules["blame"]["min_share"], below(o["pair_ratio"]),
+                                  {p: v for (_, p), v in table.obs.items()} if table else None,
+                                  slow=below(o["ratio"]))
+    out += topology.findings(doc, finding)
+    diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
+                 "withdrawn": withdrawn, "fabric": placed}
+    if not confirm_recs and table is not None:
+        sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+        diagnosis["unconfirmed_suspects"] = [_name(s) for s in sus]
+    return out, diagnosis
+
+
+def _name(s):
+    t = s.get("target") or s
+    return f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
+
+
+WITHDRAWN = "withdrawn"
+
+
+def apply_verdict(f, verdicts):
+    """Mark finding f with its confirm verdict: WITHDRAWN when, re-measured next to good
+    pairs, it ran like them; True when confirmed or not (f updated); False: no verdict."""
+    v = _verdict_for(f, verdicts)
+    if v is None or "slow" not in v:
+        return False
+    if not v["reproduced"]:
+        return WITHDRAWN
+    f.update(confidence=v["slow_confidence"], confirmed=v["slow"], confirm=_summary(v))
+    return True
+
+
+def _summary(v):
+    keys = ("kind", "target", "why", "alternations", "ratio", "slow", "slow_confidence", "suspect_gbs",
+            "reference_gbs", "repeat_spread", "reference_repeat_spread", "unstable", "unstable_confidence",
+            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "unsteadiness_ratio", "when")
+    return {k: v[k] for k in keys if k in v}
+
+
+def _verdict_for(f, verdicts):
+    for v in verdicts:
+        t = v["target"]
+        if f["kind"] in VERDICT_RANK_KINDS and v["kind"] == "rank" and t.get("rank") in (f.get("ranks") or []):
+            return v
+        if f["kind"] in VERDICT_PAIR_KINDS and v["kind"] == "pair" \
+                and (t.get("src"), t.get("dst")) == (f.get("src"), f.get("dst")):
+            return v
+    return None
+
+
+def _first_pass_confidence(f, table):
+    if table is None:
+        if f.get("measured_gbs") and f.get("expected_gbs"):
+            return confidence(signed_rank_p([math.log(f["measured_gbs"] / f["expected_gbs"])]))
+        return None
+    logs = []
+    for (key, p), v in table.obs.items():
+        if f["kind"] in RANK_KINDS:
+            hit = bool(set(p) & set(f.get("ranks") or []))
+        elif f["kind"] == "bad-pair":
+            hit = p == (f.get("src"), f.get("dst"))
+        elif f["kind"] == "class-below-expected":
+            if key[2] == f.get("link_class") and v > 0 and f.get("expected_gbs"):
+                logs.append(math.log(v / f["expected_gbs"]))
+            continue
+        else:
+            hit = False
+        g = table.gmed[key]
+        if hit and v > 0 and g > 0:
+            logs.append(math.log(v / g))
+    if not logs and f.get("measured_gbs") and f.get("expected_gbs"):
+        logs = [math.log(f["measured_gbs"] / f["expected_gbs"])]
+    return confidence(signed_rank_p(logs)) if logs else None
+
+
+def _rank_findings(verdicts, lm, make, what):
+    """Confirmed ranks, merged into their host when every rank of it is confirmed."""
+    of_rank = {v["target"]["rank"]: v for v in verdicts}
+    out = []
+    for node, ranks, whole in lm.by_node(of_rank):
+        vs = [of_rank[r] for r in ranks]
+        groups = [(ranks, vs)] if whole else [([r], [of_rank[r]]) for r in ranks]
+        for rs, group in groups:
+            v = min(group, key=lambda x: x.get("slow_confidence" if what == "bad" else "unstable_confidence", 0))
+            dev_kind, dev = lm.device(rs[0])
+            dev = f"GPU{dev}" if dev_kind == "gpu" else dev
+            if whole:
+                kind, who = f"{what}-host", f"host {node} (rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))})"
+            elif dev is not None and what == "bad":
+                kind, who = "bad-device", f"rank {rs[0]} (device {dev} on host {node})"
+            else:
+                kind, who = f"{what}-rank", f"rank {rs[0]} on host {node}"
+            common = dict(host=node, ranks=rs, rank=rs[0] if len(rs) == 1 else None,
+                          device=dev if len(rs) == 1 else None, confirmed=True, confirm=_summary(v))
+            if what == "bad":
+                out.append(make(kind, f"{who} is slow: {v['suspect_gbs']:.3g} GB/s where known-good pairs "
+                                f"measured alternately with it ran {v['reference_gbs']:.3g} GB/s "
+                                f"({v['ratio']:.0%}, confirmed over {v['alternations']} alternations)",
+                                measured_gbs=v["suspect_gbs"], peer_median_gbs=v["reference_gbs"],
+                                confidence=v["slow_confidence"], **common))
+            else:
+                out.append(make(kind, f"{who} is unstable: {_unstable_text(v)}",
+                                instability_ratio=v["instability_ratio"], max_over_median=v["max_over_median"],
+                                repeat_spread_ratio=v["repeat_spread_ratio"],
+                                unsteadiness_ratio=v["unsteadiness_ratio"],
+                                confidence=v["unstable_confidence"], **common))
+    return out
+
+
+def _unstable_text(v):
+    spread = max((x for x in (v.get("repeat_spread") or {}).values() if x), default=None)
+    ref = max((x for x in (v.get("reference_repeat_spread") or {}).values() if x), default=None)
+    rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s (references {ref:.2g}x)"
+           if spread and ref else "")
+    return (f"{v['unsteadiness_ratio']:.2g}x as unsteady as known-good pairs measured alternately with it "
+            f"(per-iteration max/median {v['max_over_median']:.2g}x vs {v['reference_max_over_median']:.2g}x"
+            f"{rep}); unsteady in "
+            f"{len({w['alt'] for w in v.get('when') or []})} of {v['alternations']} alternations")
+
+
+def _pairfinding(v, lm, make):
+    s, d = v["target"]["src"], v["target"]["dst"]
+    common = dict(src=s, dst=d, src_host=lm.node(s), dst_host=lm.node(d), confirmed=True, confirm=_summary(v))
+    who = f"pair {lm.label(s)} -> {lm.label(d)} (ranks {s}->{d})"
+    if v.get("slow"):
+        return make("bad-pair", f"{who}: {v['suspect_gbs']:.3g} GB/s where known-good pairs measured "
+                    f"alternately with it ran {v['reference_gbs']:.3g} GB/s ({v['ratio']:.0%}, confirmed over "
+                    f"{v['alternations']} alternations)", measured_gbs=v["suspect_gbs"],
+                    peer_median_gbs=v["reference_gbs"], confidence=v["slow_confidence"], **common)
+    return make("unstable-pair", f"{who} is unstable: {_unstable_text(v)}",
+                instability_ratio=v["instability_ratio"], unsteadiness_ratio=v["unsteadiness_ratio"],
+                confidence=v["unstable_confidence"], **common)
+
+
+def text_lines(report):
+    """validate's text output: what the confirm phase did."""
+    d = (report.get("checked") or {}).get("diagnosis") or {}
+    out = []
+    for v in d.get("verdicts") or []:
+        parts = []
+        if "ratio" in v:
+            parts.append(f"{v['ratio']:.0%} of its references (confidence {v['slow_confidence']:.3g})")
+        if "unsteadiness_ratio" in v:
+            parts.append(f"unsteadiness {v['unsteadiness_ratio']:.2g}x its references' "
+                         f"(confidence {v['unstable_confidence']:.3g})")
+        out.append(f"  confirm: {_name(v)} ({'/'.join(v.get('why') or [])}) over {v.get('alternations')} "
+                   f"alternations: {'; '.join(parts)}")
+    for v in d.get("latency_verdicts") or []:
+        if "ratio" in v:
+            out.append(f"  confirm: {_name(v)} (latency) over {v.get('alternations')} alternations: "
+                       f"{1.0 / v['ratio']:.2g}x its references' latency (confidence {v['slow_confidence']:.3g})")
+    for m in d.get("withdrawn") or []:
+        out.append(f"  not reproduced when re-measured (withdrawn): {m}")
+    if d.get("unconfirmed_suspects"):
+        out.append(f"  UNCONFIRMED suspects (the run re-measured none: it ran with --confirm 0, or had fewer "
+                   f"than two known-good ranks): {', '.join(d['unconfirmed_suspects'])}; sweep again without "
+                   f"--confirm 0 (or run `comm-bench check`) to confirm or clear them (exit {EXIT_UNCONFIRMED})")
+    return out
