@@ -1,5 +1,5 @@
 """A whole simulated run: the schedule's rounds, then the confirm phase (the sweep's own
-diagnose.confirm.run_phase, driven through SimRun), written as a results document whose
+validate.confirm.run_phase, driven through SimRun), written as a results document whose
 records stream to a JSON Lines file beside it."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class _Writer:
 
 
 class SimRun:
-    """Stands where the sweep's _RankRun stands for diagnose.confirm.run_phase (rank 0 of a
+    """Stands where the sweep's _RankRun stands for validate.confirm.run_phase (rank 0 of a
     one-process run); _pairs measures on the simulated fabric instead of a transport."""
 
     def __init__(self, fabric, cfg: SimConfig, meta, stream, echo):

@@ -65,7 +65,7 @@ class SweepConfig:
     oversubscribe: bool = False
     resume: bool = False         # continue an earlier attempt's -o document (resume.py)
     waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
-    confirm: int = 0             # pair patterns: re-measure suspects K times (diagnose/confirm.py)
+    confirm: int = 0             # pair patterns: re-measure suspects K times (validate/confirm.py)
     rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
     runner: type | None = None   # another driver of the same rank life cycle (check)
     expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)

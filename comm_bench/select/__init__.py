@@ -5,6 +5,9 @@
 Measured links (linkfit) -> collective times at each scope (linkmodel) -> per candidate
 layout (strategies) memory and step time (memory, predict) -> facts -> YAML rules (rules)
 -> a recommendation with its rationale (output formats it).
+
+May import results/ (documents), validate/ (the rules' link classes), views/ (its HTML page)
+topology/ and the vocabulary (ops' bus factors and op lists); only commands/select.py imports it.
 """
 from __future__ import annotations
 

@@ -190,7 +190,7 @@ def check(doc, rules=None):
 
 
 def merge_latency(diagnosis, latency):
-    """The latency confirm verdicts beside bandwidth's in one diagnosis (diagnose/latency.py)."""
+    """The latency confirm verdicts beside bandwidth's in one diagnosis (latency_confirm.py)."""
     diagnosis["latency_verdicts"] = latency["verdicts"]
     diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
 
