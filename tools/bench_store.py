@@ -165,6 +165,7 @@ def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
 
 
 def main():
+    global OP_TIMEOUT_S
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--rounds", type=int, default=3)
@@ -175,7 +176,6 @@ def main():
     p.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S,
                    help="seconds a client's wait may last (the 4,096-client all-gather moves 16 GiB)")
     a = p.parse_args()
-    global OP_TIMEOUT_S
     OP_TIMEOUT_S = a.op_timeout      # the forked servers and clients read it
     _raise_nofile()
     print("| clients | store | barrier s (median, min-max) | all-gather 1 KiB s (median, min-max) "
