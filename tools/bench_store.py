@@ -65,6 +65,7 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
     _raise_nofile()
     done = [None] * count
     stores = [None] * count
+    keys = {"b": [f"b/{r}" for r in range(total)], "g": [f"g/{r}" for r in range(total)]}  # built once, not per client
 
     def connect(i):
         stores[i] = _client(kind, port)
@@ -77,10 +78,10 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
 
     def run(i):
         me, s = first + i, stores[i]
-        go.wait()
+        start.wait()
         s.set(f"b/{me}", b"1")
         if me == 0:
-            s.wait([f"b/{r}" for r in range(total)], timedelta(seconds=OP_TIMEOUT_S))
+            s.wait(keys["b"], timedelta(seconds=OP_TIMEOUT_S))
             s.set("b/go", b"1")
         else:
             s.wait(["b/go"], timedelta(seconds=OP_TIMEOUT_S))
@@ -89,9 +90,8 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
             done[i] = (barrier_done, barrier_done)
             return
         s.set(f"g/{me}", os.urandom(1024))
-        keys = [f"g/{r}" for r in range(total)]
-        s.wait(keys, timedelta(seconds=OP_TIMEOUT_S))
-        values = s.multi_get(keys)
+        s.wait(keys["g"], timedelta(seconds=OP_TIMEOUT_S))
+        values = s.multi_get(keys["g"])
         assert len(values) == total and all(len(v) == 1024 for v in values)
         done[i] = (barrier_done, time.monotonic())
 
@@ -101,12 +101,25 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
     for t in threads:
         t.join()
     connected.release()
+    # the threads wait on an event of their process, not on `go` itself: 4,096 waiters on one
+    # multiprocessing Event are woken one by one across processes, which the barrier would time
+    start = threading.Event()
     threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
+    go.wait()
+    cpu0 = time.process_time()
+    start.set()
     for t in threads:
         t.join()
-    out.put(done)
+    out.put((done, time.process_time() - cpu0))
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
@@ -123,13 +136,19 @@ def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     starts = [sum(per[:p]) for p in range(procs)]
     workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out, gather))
                for p in range(procs) if per[p]]
+    connect0 = time.monotonic()
     for w in workers:
         w.start()
     for _ in workers:
         connected.acquire()
+    connect_s = time.monotonic() - connect0
+    server_cpu0 = _cpu_s(server.pid)
     t0 = time.monotonic()
     go.set()
-    done = [d for _ in workers for d in out.get(timeout=4 * OP_TIMEOUT_S)]
+    got = [out.get(timeout=4 * OP_TIMEOUT_S) for _ in workers]
+    server_cpu = _cpu_s(server.pid) - server_cpu0
+    done = [d for ds, _ in got for d in ds]
+    client_cpu = sum(c for _, c in got)
     for w in workers:
         w.join()
     stop.set()
@@ -137,29 +156,37 @@ def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     server.join()
     failed = [d for d in done if isinstance(d, str)]
     if failed:
-        return {"failed": len(failed), "why": failed[0], "server_peak_mb": peak}
+        return {"failed": len(failed), "why": failed[0], "server_peak_mb": peak, "server_cpu_s": server_cpu,
+                "client_cpu_s": client_cpu, "connect_s": connect_s}
     barrier_end = max(d[0] for d in done)
     return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end if gather
-            else float("nan"), "server_peak_mb": peak}
+            else float("nan"), "server_peak_mb": peak, "server_cpu_s": server_cpu, "client_cpu_s": client_cpu,
+            "connect_s": connect_s}
 
 
 def main():
+    global OP_TIMEOUT_S
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--procs", type=int, default=4, help="client processes (threads spread over them)")
     p.add_argument("--gather-max", type=int, default=1 << 30,
                    help="skip the all-gather above this many clients (N x N KiB through the store)")
+    p.add_argument("--stores", nargs="+", default=["comm-bench", "TCPStore"], choices=["comm-bench", "TCPStore"])
+    p.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S,
+                   help="seconds a client's wait may last (the 4,096-client all-gather moves 16 GiB)")
     a = p.parse_args()
+    OP_TIMEOUT_S = a.op_timeout      # the forked servers and clients read it
     _raise_nofile()
     print("| clients | store | barrier s (median, min-max) | all-gather 1 KiB s (median, min-max) "
-          "| server peak MB (max) |")
-    print("|---|---|---|---|---|")
+          "| server CPU s | client CPU s | server peak MB (max) |")
+    print("|---|---|---|---|---|---|---|")
     for n in a.clients:
-        runs = {"comm-bench": [], "TCPStore": []}
+        runs = {kind: [] for kind in a.stores}
         for _ in range(a.rounds):
             for kind in runs:                    # alternate: both see the same machine state
                 runs[kind].append(one_round(kind, n, a.procs, gather=n <= a.gather_max))
+                print(f"# {n} {kind}: {runs[kind][-1]}", file=sys.stderr, flush=True)
         for kind, rs in runs.items():
             ok = [r for r in rs if "failed" not in r]
             for r in rs:
@@ -170,12 +197,15 @@ def main():
                 v = [r[name] for r in ok]
                 return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" if v else "-"
             print(f"| {n} | {kind} ({len(ok)} of {len(rs)} rounds) | {fig('barrier_s')} | {fig('allgather_s')} | "
-                  f"{max(r['server_peak_mb'] for r in rs):.0f} |", flush=True)
+                  f"{fig('server_cpu_s')} | {fig('client_cpu_s')} | {max(r['server_peak_mb'] for r in rs):.0f} |",
+                  flush=True)
+        if len(runs) < 2:
+            continue
         pairs = [(x, y) for x, y in zip(runs["comm-bench"], runs["TCPStore"]) if "failed" not in x and "failed" not in y]
         b = [x["barrier_s"] / y["barrier_s"] for x, y in pairs]
         g = [x["allgather_s"] / y["allgather_s"] for x, y in pairs]
         print(f"| {n} | ratio comm-bench/TCPStore, pair by pair | "
-              f"{', '.join(f'{r:.2f}' for r in b)} | {', '.join(f'{r:.2f}' for r in g)} | |", flush=True)
+              f"{', '.join(f'{r:.2f}' for r in b)} | {', '.join(f'{r:.2f}' for r in g)} | | | |", flush=True)
     return 0
 
 

@@ -139,8 +139,11 @@ class LightStore:
         todo = list(range(len(keys)))
         while todo:
             lengths, blob = self._call(MULTI_GET, (join_keys([keys[i] for i in todo]),), views=True)
+            values = unpack_values(lengths, blob)
+            if len(todo) == len(keys) and all(map(bytes.__instancecheck__, values)):
+                return values           # all there in one reply: no loop in Python
             later = []
-            for i, v in zip(todo, unpack_values(lengths, blob)):
+            for i, v in zip(todo, values):
                 if v == LATER:
                     later.append(i)
                 elif v != ABSENT:

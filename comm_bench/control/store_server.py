@@ -11,7 +11,10 @@ What it promises (docs/reliability.md, "The rendezvous store"):
   wait their turn; stored values are capped at MAX_STORED bytes in total (a SET beyond it
   is refused, naming the cap).
 - A blocked GET or WAIT is indexed by the keys it waits for: a SET wakes only its own
-  waiters. A WAIT names at most MAX_WAIT_KEYS keys.
+  waiters. Waits on the same keys share one entry per key (4,096 ranks waiting for the
+  same 4,096 keys are indexed once, not 4,096 times). A WAIT names at most MAX_WAIT_KEYS keys.
+- A MULTI_GET asked again for the same keys with the store unchanged gets the same reply
+  object: the 4,096 readers of a gather share one reply, built and counted once.
 - An accept that fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
   ENOMEM) drops that connection, never the server: the oldest unauthenticated connection
   is closed first, then a descriptor kept in reserve lets one pending connection be
@@ -29,6 +32,7 @@ import socket
 import struct
 import threading
 import time
+from itertools import filterfalse
 
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
                           MULTI_GET, MULTI_SET, OK, REFUSED, SET, TIMED_OUT, WAIT, _LEN, fields_of,
@@ -47,7 +51,7 @@ class _Conn:
     def __init__(self, sock):
         self.sock, self.fd, self.events = sock, sock.fileno(), 0
         self.inbox, self.outbox = bytearray(), memoryview(b"")  # a reply is sent from a view
-        self.retained = 0             # bytes of the reply the view keeps alive, sent or not
+        self.retained = None          # the reply object the view keeps alive, sent or not
         self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
         self.waiter = None
 
@@ -59,10 +63,20 @@ class _Conn:
 
 class _Waiter:
     """A GET or WAIT blocked on keys not yet set."""
-    __slots__ = ("conn", "keys", "reply_key", "done")
+    __slots__ = ("conn", "group", "reply_key", "done")
 
-    def __init__(self, conn, keys: set, reply_key):
-        self.conn, self.keys, self.reply_key, self.done = conn, keys, reply_key, False
+    def __init__(self, conn, group, reply_key):
+        self.conn, self.group, self.reply_key, self.done = conn, group, reply_key, False
+
+
+class _Group:
+    """The waiters on one list of keys, and which of them are not yet set since the first of
+    them began waiting. A later wait on the same list joins it while no key was deleted in
+    between (then 'not set since' and 'absent now' are the same keys)."""
+    __slots__ = ("name", "missing", "members", "deletes")
+
+    def __init__(self, name: bytes, missing: set, deletes: int):
+        self.name, self.missing, self.members, self.deletes = name, missing, set(), deletes
 
 
 class StoreServer:
@@ -72,7 +86,12 @@ class StoreServer:
         self._secret = secret
         self.data: dict = {}
         self.stored = 0
-        self._waiting: dict = {}                  # key -> {_Waiter}
+        self._waiting: dict = {}                  # key -> {_Group}
+        self._groups: dict = {}                   # joined keys -> the _Group new waits on them join
+        self._deletes = 0                         # keys deleted so far
+        self._version = 0                         # changes with every SET and DELETE
+        self._gather = (None, -1, None)           # (joined keys, version, reply) of the last MULTI_GET
+        self._buffers: dict = {}                  # id -> [reply, connections sending it]
         self._deadlines: list = []                # heap of (deadline, n, _Waiter)
         self._order = itertools.count()
         self._conns: dict = {}                    # fd -> _Conn
@@ -159,7 +178,7 @@ class StoreServer:
             return
         self._hellos.pop(conn.fd, None)
         self._held.pop(conn.fd, None)
-        self.outbound -= conn.retained
+        self._release(conn)
         if conn.waiter is not None:
             self._forget(conn.waiter)
         if conn.events:
@@ -214,10 +233,28 @@ class StoreServer:
         self._update(conn)
 
     def _send(self, conn, data: bytes):
-        conn.outbox = memoryview(bytes(conn.outbox) + data) if conn.outbox else memoryview(data)
-        self.outbound += len(conn.outbox) - conn.retained
-        conn.retained = len(conn.outbox)
+        if conn.outbox:
+            data = bytes(conn.outbox) + data
+        self._release(conn)
+        conn.outbox, conn.retained = memoryview(data), data
+        # one reply object sent on many connections (a shared gather) is memory held once
+        entry = self._buffers.get(id(data))
+        if entry is None:
+            self._buffers[id(data)] = [data, 1]
+            self.outbound += len(data)
+        else:
+            entry[1] += 1
         self._write(conn)
+
+    def _release(self, conn):
+        data, conn.retained = conn.retained, None
+        if data is None:
+            return
+        entry = self._buffers[id(data)]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._buffers[id(data)]
+            self.outbound -= len(data)
 
     def _write(self, conn):
         if not conn.outbox or conn.fd not in self._conns:
@@ -235,8 +272,7 @@ class StoreServer:
         # a view keeps its whole reply alive until the last byte is sent: only then is it freed
         # (and counted as freed: 4,096 replies each a byte short of sent hold 16 GB)
         conn.outbox = memoryview(b"")
-        self.outbound -= conn.retained
-        conn.retained = 0
+        self._release(conn)
         if self._held and self.outbound <= MAX_OUTBOUND // 2:
             held, self._held = list(self._held.values()), {}
             self._woken += held
@@ -271,7 +307,7 @@ class StoreServer:
         if op == SET:
             return self._set(f[0], f[1])
         if op == GET:
-            return self._block(conn, [f[0]], int(f[1]), reply_key=f[0])
+            return self._block(conn, f[0], [f[0]], int(f[1]), reply_key=f[0])
         if op == ADD:
             value = str(int(self.data.get(f[0], b"0")) + int(f[1])).encode()
             return self._set(f[0], value, reply=value)
@@ -284,14 +320,21 @@ class StoreServer:
                 if value is not None:
                     self.stored -= len(k) + len(value)
                     gone += 1
+            self._deletes += gone
+            self._version += 1
             return frame(OK, (str(gone).encode(),))
         if op == WAIT:
             keys = split_keys(f[1])
             if len(keys) > MAX_WAIT_KEYS:
                 return frame(REFUSED, (f"a wait on {len(keys)} keys (at most {MAX_WAIT_KEYS})".encode(),))
-            return self._block(conn, keys, int(f[0]))
+            return self._block(conn, f[1], keys, int(f[0]))
         if op == MULTI_GET:
-            return self._multi_get(split_keys(f[0]))
+            name, version, reply = self._gather
+            if version == self._version and name == f[0]:
+                return reply
+            reply = self._multi_get(split_keys(f[0]))
+            self._gather = (f[0], self._version, reply)
+            return reply
         if op == MULTI_SET:
             keys, values = split_keys(f[0]), unpack_values(f[1], f[2])
             if len(keys) != len(values) or any(isinstance(v, int) for v in values):
@@ -310,14 +353,24 @@ class StoreServer:
             return frame(REFUSED, (f"the store holds {self.stored} B already (at most {MAX_STORED})".encode(),))
         self.data[key] = value
         self.stored += grown
-        for w in self._waiting.pop(key, ()):
-            w.keys.discard(key)
-            if not w.keys:
-                self._wake(w, OK)
+        self._version += 1
+        for g in self._waiting.pop(key, ()):
+            g.missing.discard(key)
+            if not g.missing:
+                if self._groups.get(g.name) is g:
+                    del self._groups[g.name]
+                for w in list(g.members):
+                    self._wake(w, OK)
         return _SET_OK if reply is None else frame(OK, (reply,))
 
     def _multi_get(self, keys) -> bytes:
-        lengths, values, room = [], [], MAX_MESSAGE - 64 - 4 * len(keys)
+        room = MAX_MESSAGE - 64 - 4 * len(keys)
+        values = list(map(self.data.get, keys))     # the common case without a loop in Python
+        if None not in values:
+            lengths = list(map(len, values))
+            if sum(lengths) <= room:
+                return values_frame(OK, lengths, values)
+        lengths, values = [], []
         get = self.data.get
         for k in keys:
             value = get(k)
@@ -331,13 +384,18 @@ class StoreServer:
                 lengths.append(LATER)
         return values_frame(OK, lengths, values)
 
-    def _block(self, conn, keys, timeout_ms: int, reply_key=None):
-        missing = {k for k in keys if k not in self.data}
-        if not missing:
-            return self._reply(reply_key)
-        w = _Waiter(conn, missing, reply_key)
-        for k in missing:
-            self._waiting.setdefault(k, set()).add(w)
+    def _block(self, conn, name: bytes, keys, timeout_ms: int, reply_key=None):
+        """name: the keys joined, as they came (a wait on the same list has the same name)."""
+        g = self._groups.get(name)
+        if g is None or g.deletes != self._deletes:
+            missing = set(filterfalse(self.data.__contains__, keys))
+            if not missing:
+                return self._reply(reply_key)
+            g = self._groups[name] = _Group(name, missing, self._deletes)
+            for k in missing:
+                self._waiting.setdefault(k, set()).add(g)
+        w = _Waiter(conn, g, reply_key)
+        g.members.add(w)
         conn.waiter = w
         heapq.heappush(self._deadlines, (time.monotonic() + timeout_ms / 1e3, next(self._order), w))
         return None
@@ -349,10 +407,16 @@ class StoreServer:
         """A waiter answered, timed out or closed: out of the index."""
         w.done = True
         w.conn.waiter = None
-        for k in w.keys:
+        g = w.group
+        g.members.discard(w)
+        if g.members or not g.missing:
+            return
+        if self._groups.get(g.name) is g:     # its last waiter left: out of the index
+            del self._groups[g.name]
+        for k in g.missing:
             waiting = self._waiting.get(k)
             if waiting is not None:
-                waiting.discard(w)
+                waiting.discard(g)
                 if not waiting:
                     del self._waiting[k]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from itertools import accumulate
 
 MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
 MAX_HELLO = 256               # what a connection may send before it has authenticated
@@ -46,7 +47,10 @@ def fields_of(body, views: bool = False) -> list:
 # Python: keys joined by NUL (no key holds one), and values as their lengths (int32, little
 # endian; ABSENT or LATER in place of a length) and their bytes end to end.
 def join_keys(keys) -> bytes:
-    joined = b"\0".join(k.encode() if isinstance(k, str) else k for k in keys)
+    try:
+        joined = "\0".join(keys).encode()      # all str, the usual case: no loop in Python
+    except TypeError:
+        joined = b"\0".join(k.encode() if isinstance(k, str) else k for k in keys)
     if joined.count(b"\0") != max(0, len(keys) - 1):
         raise ValueError("a store key holds a NUL byte")
     return joined
@@ -63,15 +67,22 @@ def pack_values(lengths, values) -> tuple:
 def values_frame(head: int, lengths, values) -> bytes:
     """frame(head, pack_values(lengths, values)), with the values copied once."""
     packed = struct.pack(f"<{len(lengths)}i", *lengths)
-    blob = sum(len(v) for v in values)
+    blob = sum(map(len, values))
     return b"".join([_LEN.pack(9 + len(packed) + blob), bytes([head]), _LEN.pack(len(packed)), packed,
                      _LEN.pack(blob), *values])
 
 
 def unpack_values(lengths, blob) -> list:
     """Each value (bytes), or ABSENT / LATER where the key had none or did not fit."""
+    sizes = struct.unpack(f"<{len(lengths) // 4}i", lengths)
+    if sizes and min(sizes) >= 0:               # every value there: slice without a loop in Python
+        ends = list(accumulate(sizes))
+        if ends[-1] != len(blob):
+            raise struct.error("values and their lengths disagree")
+        blob = bytes(blob)
+        return list(map(blob.__getitem__, map(slice, [0, *ends[:-1]], ends)))
     out, at = [], 0
-    for n in struct.unpack(f"<{len(lengths) // 4}i", lengths):
+    for n in sizes:
         if n < 0:
             out.append(n)
         else:
