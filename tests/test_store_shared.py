@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from comm_bench.light_store import LightStore
-from comm_bench.netutil import free_port
-from comm_bench.rendezvous import _listener
+from comm_bench.control.light_store import LightStore
+from comm_bench.control.rendezvous import _listener
+from comm_bench.system.netutil import free_port
 
 KEY = b"0123456789abcdef-store-shared"
 
