@@ -226,7 +226,7 @@ class Store:
         if self.rank == root:
             self.set(key, json.dumps(obj))
             return obj
-        self._wait([key], what=tag)
+        self._wait([key], what=tag, names=[str(root)])     # a timeout names the root, not the key
         return self.get_json(key)
 
     def barrier(self, tag: str = "barrier") -> None:
@@ -243,8 +243,9 @@ class Store:
             self._wait([f"{base}/go"], what=tag, arrivals=arrivals)
             self.get(f"{base}/go")
 
-    def _wait(self, keys, what: str, arrivals=None) -> None:
-        """Wait for `keys`; on timeout name the ranks whose `arrivals` (default: keys) are missing."""
+    def _wait(self, keys, what: str, arrivals=None, names=None) -> None:
+        """Wait for `keys`; on timeout name the ranks whose `arrivals` (default: keys) are
+        missing: `names`, one per arrival, or else each arrival key's last part."""
         deadline = time.monotonic() + self.timeout
         try:
             self._s.wait(keys, timedelta(seconds=self.timeout))
@@ -257,7 +258,8 @@ class Store:
         except Exception:  # noqa: BLE001 - the store is gone as well
             raise RunFailed(f"rank {self.rank}: the rendezvous store on rank 0 at {self.host}:"
                             f"{self.port} stopped answering while waiting for '{what}'") from None
-        missing = [k.rsplit("/", 1)[-1] for k, v in zip(arrivals, present) if v is None]
+        names = names or [k.rsplit("/", 1)[-1] for k in arrivals]
+        missing = [n for n, v in zip(names, present) if v is None]
         waited = self.timeout - max(0.0, deadline - time.monotonic())
         raise RunFailed(f"rank {self.rank}: rank(s) {rank_list(missing)} did not reach "
                         f"'{what}' within {waited:.0f} s")
