@@ -142,3 +142,51 @@ def test_an_empty_document_is_refused(tmp_path, streamed):
     doc["results"] = []
     with pytest.raises(UsageError, match="holds no records"):
         read(sweep_layout(tmp_path, doc))
+
+
+@pytest.mark.parametrize("by", ["rank", "host"])
+def test_streamed_heatmap_is_the_whole_documents(tmp_path, streamed, by):
+    import numpy as np
+
+    from comm_bench.views.heatmap import build
+    from comm_bench.views.heatmap_output import make, read as read_cells
+
+    doc = make_doc(nodes=3, gpn=4, transport="nccl")      # by host: a cell is the median of 16 records
+    path = sweep_layout(tmp_path, doc)
+    whole = build(load_measured(path), by=by)
+    head, cells = read_cells(path, by)
+    assert head["results"] == [] and cells.count == len(doc["results"])
+    data = build(head, by=by, cells=cells)
+    assert data.labels == whole.labels and len(data.panels) == len(whole.panels) == 2
+    for a, b in zip(data.panels, whole.panels):
+        for k in ("measured", "theoretical", "util"):
+            assert np.array_equal(a[k], b[k], equal_nan=True), k
+        assert (a["classes"] == b["classes"]).all()
+    info = make(path, str(tmp_path / "x.png"), by=by)
+    assert info["cells"] == whole.n and (tmp_path / "x.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("share,view", [(1.0, "cells"), (0.02, "aggregated")])
+def test_a_streamed_run_past_the_large_size_gets_the_view_its_records_call_for(tmp_path, streamed, monkeypatch,
+                                                                                share, view):
+    """A run of more than heatmap_large.LARGE ranks is aggregated where it is sparse: the
+    records a streamed document held count, not those left in doc["results"]."""
+    from comm_bench.views import heatmap_large
+    from comm_bench.views.heatmap_output import make
+
+    monkeypatch.setattr(heatmap_large, "LARGE", 8)
+    doc = make_doc(nodes=12, gpn=1, transport="rdma")
+    doc["results"] = doc["results"][:max(1, int(share * len(doc["results"])))]
+    info = make(sweep_layout(tmp_path, doc), str(tmp_path / "x.png"))
+    assert ("aggregated" in info) == (view == "aggregated"), info
+
+
+def test_a_heatmap_of_a_corrupted_streamed_document_is_refused(tmp_path, streamed):
+    from comm_bench.views.heatmap_output import make
+
+    doc = make_doc(nodes=3, gpn=4, transport="nccl")
+    doc["results"][-1]["busbw"] = -1.0
+    path = sweep_layout(tmp_path, doc)
+    with pytest.raises(UsageError, match=f"record {len(doc['results']) - 1} .*busbw"):
+        make(path, str(tmp_path / "x.png"))
+    assert not (tmp_path / "x.png").exists()

@@ -10,6 +10,11 @@ header, then one record per line), by tests/test_heatmap.py's make_doc for the h
 record fields. Each command runs under /usr/bin/time -v (wall time, maximum RSS).
 
     python tools/bench_readers.py OUTDIR [--cases full1024 matchings4096] [--matchings 4]
+        [--reuse] [--trees old=/path/to/checkout new=.]
+
+--reuse: documents already in OUTDIR are read again, not written again. --trees: each
+command runs once per named checkout (PYTHONPATH=that tree), alternating, so two versions
+are measured on the same documents at the same load; the table's "tree" column names it.
 """
 import argparse
 import json
@@ -53,9 +58,10 @@ def write_doc(path, nodes, sizes, pairs, pattern):
     return count
 
 
-def timed(args, cwd):
+def timed(args, cwd, tree=None):
+    env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve())) if tree else None
     p = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "comm_bench", *args], capture_output=True,
-                       text=True, cwd=cwd)
+                       text=True, cwd=cwd, env=env)
     stats = dict(line.strip().rsplit(": ", 1) for line in p.stderr.splitlines() if ": " in line and line.startswith("\t"))
     wall = stats.get("Elapsed (wall clock) time (h:mm:ss or m:ss)")
     cpu = float(stats.get("User time (seconds)", 0)) + float(stats.get("System time (seconds)", 0))
@@ -68,12 +74,15 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--cases", nargs="+", default=["full1024", "matchings4096"])
     ap.add_argument("--matchings", type=int, default=4)
+    ap.add_argument("--reuse", action="store_true", help="read documents already in OUTDIR again")
+    ap.add_argument("--trees", nargs="+", default=[], metavar="NAME=PATH", help="checkouts to alternate")
     a = ap.parse_args()
+    trees = [t.split("=", 1) for t in a.trees] or [("", None)]
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")      # and again at the end: a shared machine
-    print("| document | records | MB | command | exit | wall | CPU (user + sys) | max RSS | named |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| document | records | MB | tree | command | exit | wall | CPU (user + sys) | max RSS | named | load before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
         if case == "full1024":
             n, sizes, pattern = 1024, [1 << 20, 4 << 20], "pairwise"
@@ -82,17 +91,23 @@ def main():
             n, sizes, pattern = 4096, [4 << 20], "matchings"
             pairs = [p for rnd in schedule("matchings", n, k=a.matchings) for p in rnd]
         doc = out / f"{case}.json"
-        count = write_doc(doc, n, sizes, pairs, pattern)
+        if a.reuse and doc.exists():
+            with open(doc, "rb") as f:
+                count = sum(1 for line in f if line.startswith(b'  {"'))
+        else:
+            count = write_doc(doc, n, sizes, pairs, pattern)
         mb = doc.stat().st_size / 1e6
         for args in (["validate", doc.name, "--json"], ["heatmap", doc.name, "-o", f"{case}.png"]):
-            p, wall, cpu, rss = timed(args, out)
-            named = ""
-            if args[0] == "validate" and p.returncode in (0, 1):
-                named = "; ".join(f"{f['kind']} {f.get('host')}" for f in json.loads(p.stdout)["findings"])
-            elif p.returncode not in (0, 1):
-                named = next((ln for ln in p.stderr.splitlines() if ln.startswith("comm-bench:")), "")[:100]
-            print(f"| {case} | {count:,} | {mb:.0f} | {' '.join(args[:1] + args[2:])} | {p.returncode} | {wall} | "
-                  f"{cpu:.1f} s | {rss:.0f} MiB | {named} |", flush=True)
+            for name, tree in trees:
+                load = os.getloadavg()[0]
+                p, wall, cpu, rss = timed(args, out, tree)
+                named = ""
+                if args[0] == "validate" and p.returncode in (0, 1):
+                    named = "; ".join(f"{f['kind']} {f.get('host')}" for f in json.loads(p.stdout)["findings"])
+                elif p.returncode not in (0, 1):
+                    named = next((ln for ln in p.stderr.splitlines() if ln.startswith("comm-bench:")), "")[:100]
+                print(f"| {case} | {count:,} | {mb:.0f} | {name} | {' '.join(args[:1] + args[2:])} | {p.returncode} | "
+                      f"{wall} | {cpu:.1f} s | {rss:.0f} MiB | {named} | {load:.1f} |", flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 

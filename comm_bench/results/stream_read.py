@@ -4,7 +4,8 @@ over 1 GB; json.load of it took 4.4 GiB).
 
     doc = read(path, consume)     # consume(header) -> take(rec) -> True when it kept the
                                   # record's figures itself; the others stay in doc["results"]
-                                  # (a small document: read whole, consume not called)
+                                  # (a small document: read whole, consume not called;
+                                  # consume returning None: read whole too)
 
 Every record is checked as load() checks it (the schema, then RecordChecker) before take
 sees it, so a hostile figure is one line and exit 2 here too. Documents below STREAM_FROM,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 from array import array
 from itertools import repeat
 
@@ -47,8 +49,10 @@ def read(path: str, consume, stream_from: int | None = None) -> dict:
         return D.load_measured(path)        # consume is not called: every record is kept
     doc, lines = head
     D.check_document(dict(doc, results=[]), path)
-    checker = RecordChecker(doc, path, keys=array("q"))
     take = consume(doc)
+    if take is None:                        # the reader needs every record: read whole
+        return D.load_measured(path)
+    checker = RecordChecker(doc, path, keys=array("q"))
     kept, taken, i = [], 0, 0
     with D.collector_paused():
         for recs in _chunks(lines, path):
@@ -80,9 +84,12 @@ def _too_many(path, what):
 def _source(path, stream_from):
     """(header, record lines) of a document to stream, or None: read it whole."""
     try:
-        size = os.stat(path).st_size
+        st = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None         # load refuses it, without opening a FIFO that would block
+    size = st.st_size
     head = _header(path) if size >= stream_from else None
     if head is not None or size > 1 << 20:
         return head

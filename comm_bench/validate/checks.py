@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 from .latency_confirm import confirm_latency
-from .pair_obs import Observations, PairColumns, segment_medians
+from .pair_obs import Observations, PairColumns, segment_medians, stream_with
 from .stats import robust_low
 from ..results.records import measured_gbs, one_buffer, pair_records, superseded
 from ..results.document import collector_paused
@@ -422,14 +422,4 @@ def run(results_path, rules_path=None):
 def read(path):
     """(doc, pairs): a large document streamed, its plain pair records kept as PairColumns
     (pairs), the others in doc["results"]; a small one read whole (pairs None)."""
-    from ..results.stream_read import read as read_streaming
-    from ..topology.linkmap import LinkMap
-
-    kept = []
-
-    def consume(header):
-        kept.append(PairColumns(LinkMap(header)))
-        return kept[0].take
-
-    doc = read_streaming(path, consume)
-    return doc, (kept[0] if kept else None)
+    return stream_with(path, PairColumns)

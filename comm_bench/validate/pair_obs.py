@@ -100,7 +100,7 @@ class PairColumns:
         v = plain(rec) if type(rec) is dict else None
         if v is None:
             return False
-        self.labels.add(buffer_label(rec) if rec.get("extra") else "host")   # no extra: a host buffer
+        self.labels.add(buffer_label(rec))
         self.add(rec, v)
         return True
 
@@ -201,3 +201,21 @@ def _pairs(s, d, v, li):
     last = len(code) - 1 - np.unique(code[::-1], return_index=True)[1]
     order = np.argsort(first, kind="stable")
     return s[first[order]], d[first[order]], med[order], li[last[order]]
+
+
+def stream_with(path, make):
+    """(doc, kept): a document read by results/stream_read.py, the records it streams
+    offered to kept = make(LinkMap(header)) (take(rec) -> True: kept there, not in
+    doc["results"]); kept is None where it was read whole (small, or make gave None)."""
+    from ..results.stream_read import read
+    from ..topology.linkmap import LinkMap
+
+    kept = []
+
+    def consume(header):
+        kept.append(make(LinkMap(header)))
+        return kept[0].take if kept[0] is not None else None
+
+    doc = read(path, consume)
+    return doc, (kept[0] if kept else None)
+
