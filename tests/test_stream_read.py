@@ -129,12 +129,28 @@ def test_the_memory_bound_is_one_line(tmp_path, streamed, monkeypatch, bound):
     assert "\n" not in str(exc.value)
 
 
-def test_a_cut_document_is_refused(tmp_path, streamed):
+def test_a_cut_document_is_refused_as_read_whole(tmp_path, streamed, monkeypatch):
     path = sweep_layout(tmp_path, slow_node_doc())
     text = open(path).read()
     open(path, "w").write(text[:text.rindex("\n]}")])
+    with pytest.raises(UsageError) as whole:
+        load_measured(path)
+    with pytest.raises(UsageError) as exc:
+        read(path)
+    assert str(exc.value) == str(whole.value)
+    monkeypatch.setattr(stream_read, "MAX_READ", 0)     # past what load reads: the streamed line
     with pytest.raises(UsageError, match="ends before its records"):
         read(path)
+
+
+def test_a_pretty_printed_document_is_read_whole(tmp_path, streamed):
+    """Not one record per line (json.dump with indent): read as load reads it, as before."""
+    doc = slow_node_doc()
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc, indent=1))
+    head, pairs = read(str(path))
+    assert pairs is None and len(head["results"]) == len(doc["results"])
+    assert [f["host"] for f in check(head)["findings"]] == ["node005"]
 
 
 def test_an_empty_document_is_refused(tmp_path, streamed):

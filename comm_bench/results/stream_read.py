@@ -2,10 +2,10 @@
 reader keeps, not with the file (a 1,024-node pairwise run of 2 sizes is 2 million records,
 over 1 GB; json.load of it took 4.4 GiB).
 
-    doc = read(path, consume)     # consume(header) -> take(rec) -> True when it kept the
-                                  # record's figures itself; the others stay in doc["results"]
-                                  # (a small document: read whole, consume not called;
-                                  # consume returning None: read whole too)
+    doc, streamed = read(path, consume)   # consume(header) -> take(rec) -> True when it kept
+                                  # the record's figures itself; the others stay in doc["results"]
+                                  # (streamed False: read whole, every record in doc["results"]:
+                                  # a small document, consume gave None, or not one record a line)
 
 Every record is checked as load() checks it (the schema, then RecordChecker) before take
 sees it, so a hostile figure is one line and exit 2 here too. Documents below STREAM_FROM,
@@ -31,6 +31,7 @@ from . import stream
 STREAM_FROM = 64 << 20      # bytes: a document this large is streamed (whole, it takes ~6x)
 MAX_KEPT = 200_000          # records kept whole (~1.5 KB each): confirm, collective, latency...
 MAX_TAKEN = 16_000_000      # records a reader keeps the figures of (~40 bytes each)
+MAX_HEADER = 64 << 20      # bytes before the records: hosts and their topology snapshots
 CHUNK = 4 << 20             # bytes parsed per json.loads: one call per ~10,000 records
 _RESULTS = b' "results": ['
 # text the fast parse cannot take as it is: non-finite figures and long integers (load's
@@ -41,17 +42,33 @@ _OBJECTS = (("extra",), ("extra", "buffer"), ("extra", "per_direction_gbps"), ("
 _DIGITS = bytes(48 if 48 <= c <= 57 else 46 for c in range(256))      # digits -> "0", the rest "."
 
 
-def read(path: str, consume, stream_from: int | None = None) -> dict:
-    """The document's header with doc["results"] = the records take did not keep."""
+def read(path: str, consume, stream_from: int | None = None):
+    """(doc, streamed): the document's header with doc["results"] = the records take did
+    not keep; streamed False where it was read whole (every record in doc["results"])."""
     stream_from = STREAM_FROM if stream_from is None else stream_from
     head = _source(path, stream_from)
     if head is None:
-        return D.load_measured(path)        # consume is not called: every record is kept
+        return D.load_measured(path), False     # consume is not called: every record is kept
     doc, lines = head
     D.check_document(dict(doc, results=[]), path)
     take = consume(doc)
     if take is None:                        # the reader needs every record: read whole
-        return D.load_measured(path)
+        return D.load_measured(path), False
+    try:
+        return _stream(path, doc, lines, take), True
+    except NotInLayout:
+        # not one record per line after all (a pretty-printed document): read whole as
+        # before where it is small enough, so load says what is wrong with it, if anything
+        if os.stat(path).st_size > MAX_READ:
+            raise
+        return D.load_measured(path), False
+
+
+class NotInLayout(UsageError):
+    """The text after the header is not one JSON record per line."""
+
+
+def _stream(path, doc, lines, take):
     checker = RecordChecker(doc, path, keys=array("q"))
     kept, taken, i = [], 0, 0
     with D.collector_paused():
@@ -116,15 +133,16 @@ def _header(path):
         f = open(path, "rb")
     except OSError:
         return None
-    head, size = [], 0
+    head, size, found = [], 0, False
     for line in f:
         if line.rstrip(b"\r\n") == _RESULTS:
+            found = True
             break
         head.append(line)
         size += len(line)
-        if size > MAX_READ:
+        if size > MAX_HEADER:
             break
-    else:
+    if not found:
         f.close()
         # not our layout: a header-only records_file document is small; any other is read whole
         return None
@@ -132,7 +150,10 @@ def _header(path):
     if not text.endswith(b","):
         f.close()
         return None
-    doc = _loads(text[:-1] + b"\n}", path)
+    try:
+        doc = _loads(text[:-1] + b"\n}", path)
+    except UsageError:
+        doc = None          # load says what is wrong with it
     if not isinstance(doc, dict):
         f.close()
         return None
@@ -149,10 +170,10 @@ def _record_lines(f):
             if s.startswith(b"]"):
                 rest = s + f.read(64)
                 if rest.replace(b" ", b"").replace(b"\n", b"") != b"]}":
-                    raise UsageError(f"'{f.name}' is not valid JSON after its records (got {rest[:40]!r})")
+                    raise NotInLayout(f"'{f.name}' is not valid JSON after its records (got {rest[:40]!r})")
                 return
             yield s[:-1] if s.endswith(b",") else s
-    raise UsageError(f"'{f.name}' is not valid JSON: it ends before its records' closing ']}}' "
+    raise NotInLayout(f"'{f.name}' is not valid JSON: it ends before its records' closing ']}}' "
                      "(a copy cut short?)")
 
 
@@ -229,8 +250,9 @@ def _loads(text, path, where=None):
                           object_pairs_hook=D._no_repeated_keys(path))
     except (ValueError, UnicodeDecodeError) as exc:
         at = f" at {where}" if where else ""
-        raise UsageError(f"'{path}' is not valid JSON{at} ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
+        raise (NotInLayout if where else UsageError)(
+            f"'{path}' is not valid JSON{at} ({type(exc).__name__}: {str(exc).splitlines()[0][:80]}); "
+            "is it a comm-bench results file?") from None
 
 
 @functools.lru_cache(maxsize=1)

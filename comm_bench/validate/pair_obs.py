@@ -62,13 +62,16 @@ class PairColumns:
         self._keyed = {}      # classify's key of a pair's two ends -> the link index
         self._ends = {}       # (rank, device) -> LinkMap.end_info
         self.labels = set()   # buffer labels of the records taken
+        self._plain_label = buffer_label({})
         self.count = 0
 
     def add(self, rec, value=None) -> None:
         s, d = rec["src"], rec["dst"]
         get = rec.get
         # classify's own cache, keyed as it keys it: one lookup per end, one per class key
-        es, ed = self._end(s, get("src_device"), rec, "src"), self._end(d, get("dst_device"), rec, "dst")
+        sd, dd = get("src_device"), get("dst_device")
+        es = self._ends.get((s, sd)) or self._end(s, sd, rec, "src")
+        ed = self._ends.get((d, dd)) or self._end(d, dd, rec, "dst")
         key = (0, es[1], ed[1]) if es[0] == ed[0] else (1, es[2], ed[2])
         li = self._keyed.get(key) if s != d else None
         if li is None:
@@ -90,9 +93,7 @@ class PairColumns:
         self.count += 1
 
     def _end(self, rank, dev, rec, side):
-        info = self._ends.get((rank, dev))
-        if info is None:
-            info = self._ends[(rank, dev)] = self.lm.end_info(rank, dev, rec, side)
+        info = self._ends[(rank, dev)] = self.lm.end_info(rank, dev, rec, side)
         return info
 
     def take(self, rec) -> bool:
@@ -100,7 +101,7 @@ class PairColumns:
         v = plain(rec) if type(rec) is dict else None
         if v is None:
             return False
-        self.labels.add(buffer_label(rec))
+        self.labels.add(buffer_label(rec) if rec.get("extra") else self._plain_label)   # most records: no extra
         self.add(rec, v)
         return True
 
@@ -216,6 +217,6 @@ def stream_with(path, make):
         kept.append(make(LinkMap(header)))
         return kept[0].take if kept[0] is not None else None
 
-    doc = read(path, consume)
-    return doc, (kept[0] if kept else None)
+    doc, streamed = read(path, consume)
+    return doc, (kept[0] if streamed else None)
 
