@@ -3,7 +3,8 @@ of issue 31 (figures in docs/benchmarks/readers.md):
 
 - full pairwise, 1,024 nodes x 2 sizes (every ordered pair: 2,095,104 records), rdma,
   node0517 at 60% of the others;
-- 4,096 nodes x 1 size by k random matchings (--matchings K, default 4), node0517 at 60%.
+- 4,096 nodes x 1 size by k random matchings (--matchings K, default 4), node0517 at 60%;
+- full1024lat (not run by default): full1024 with each record's latency_us, 1,158 MB.
 
 The documents are written line by line in the sweep's own layout (results.render: the
 header, then one record per line), by tests/test_heatmap.py's make_doc for the header and
@@ -33,8 +34,9 @@ from comm_bench.schedule import schedule  # noqa: E402
 SLOW, SLOW_SHARE = 517, 0.6
 
 
-def write_doc(path, nodes, sizes, pairs, pattern):
-    """Header from make_doc, then one record per (size, pair), streamed to the file."""
+def write_doc(path, nodes, sizes, pairs, pattern, latency=False):
+    """Header from make_doc, then one record per (size, pair), streamed to the file;
+    latency: each record with its per-iteration latency_us, as the sweep writes it."""
     template = make_doc(nodes=nodes, gpn=1, transport="rdma", sizes=sizes[:1], pairs=[(0, 1)], topo=False,
                         pattern=pattern)
     rec0 = template.pop("results")[0]
@@ -47,11 +49,14 @@ def write_doc(path, nodes, sizes, pairs, pattern):
             for s, d in pairs:
                 bw = 45.0 * rnd.uniform(0.97, 1.03) * (SLOW_SHARE if SLOW in (s, d) else 1.0)
                 t = size / bw / 1e3
-                # make_doc's fields (842 MB at 1,024 x 2, as in the issue; latency_us would
-                # take it past the 1 GiB a reader accepts)
+                # make_doc's fields (757 MB at 1,024 x 2; with latency_us, as the sweep writes
+                # it, 1,158 MB: past the 1 GiB that load reads)
                 rec = dict(rec0, size=size, count=size // 4, src=s, dst=d, src_host=f"node{s:03d}",
                            dst_host=f"node{d:03d}", src_device="cuda:0", dst_device="cuda:0", algbw=bw, busbw=bw,
                            time_us=t)
+                if latency:
+                    rec["latency_us"] = {"min": t * 0.95, "max": t * 1.1, "avg": t, "stdev": t * 0.02,
+                                         "median": t, "p99": t * 1.08, "p999": t * 1.1}
                 f.write(("\n  " if count == 0 else ",\n  ") + json.dumps(rec, separators=(",", ":")))
                 count += 1
         f.write("\n]}\n")
@@ -84,7 +89,7 @@ def main():
     print("| document | records | MB | tree | command | exit | wall | CPU (user + sys) | max RSS | named | load before |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
-        if case == "full1024":
+        if case in ("full1024", "full1024lat"):
             n, sizes, pattern = 1024, [1 << 20, 4 << 20], "pairwise"
             pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
         else:
@@ -95,7 +100,7 @@ def main():
             with open(doc, "rb") as f:
                 count = sum(1 for line in f if line.startswith(b'  {"'))
         else:
-            count = write_doc(doc, n, sizes, pairs, pattern)
+            count = write_doc(doc, n, sizes, pairs, pattern, latency=case == "full1024lat")
         mb = doc.stat().st_size / 1e6
         for args in (["validate", doc.name, "--json"], ["heatmap", doc.name, "-o", f"{case}.png"]):
             for name, tree in trees:
