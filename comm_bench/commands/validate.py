@@ -23,15 +23,16 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
     suspects left unconfirmed (the sweep ran with --confirm 0).
     """
     from ..results.document import load_measured as load_results
-    from ..validate.checks import check, report as make_report
+    from ..validate.checks import check, read, report as make_report
     from ..validate.finding_kinds import NothingToCheck, exit_code
     from ..validate.output import format_text, to_json, write_junit
     from ..validate.rules import load_rules
     rules = load_rules(rules)
-    doc = load_results(results)
+    # a baseline compares records one by one: both documents are then read whole
+    doc, pairs = (load_results(results), None) if baseline else read(results)
     base = load_results(baseline) if baseline else None
     try:
-        report = check(doc, rules)
+        report = check(doc, rules, pairs)
     except NothingToCheck:
         if base is None:
             raise

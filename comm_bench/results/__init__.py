@@ -2,6 +2,7 @@
 
     document.py       writing it as the run goes, finishing it, reading and checking it
     stream.py         records streamed to a JSON Lines file beside the document (large runs)
+    stream_read.py    a large document read record by record, every record checked (readers)
     records.py        records as the readers see them (pairs, rates, latencies)
     record_checks.py  every figure a record carries, checked before use
     doclimits.py      what a JSON or YAML document may hold

@@ -326,7 +326,7 @@ def check_document(doc, path: str = "results") -> None:
                          f"reads up to {SCHEMA_VERSION}: upgrade comm-bench")
     fast = _fast_schema_check()
     if fast is None or not fast.is_valid(doc):
-        _explain_schema_error(doc, path, fast)
+        explain_schema_error(doc, path, fast)
     checker = RecordChecker(doc, path)
     for i, rec in enumerate(doc["results"]):
         checker.check(i, rec)
@@ -344,26 +344,34 @@ def _fast_schema_check():
         return jsonschema_rs.validator_for(json.load(f))
 
 
-def _explain_schema_error(doc, path, fast) -> None:
-    """The first schema error as one UsageError naming the record (fastjsonschema's report)."""
+def explain_schema_error(doc, path, fast, offset=0) -> None:
+    """The first schema error as one UsageError naming the record (fastjsonschema's report);
+    offset: the index of doc["results"][0] in the whole document (a streamed batch)."""
     from fastjsonschema import JsonSchemaException
 
     try:
         _schema_check()(doc)
     except JsonSchemaException as exc:
         rule = exc.message[len(exc.name):].strip() if exc.message.startswith(exc.name) else exc.message
-        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(exc.name)}"
+        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(exc.name, offset)}"
                          f"{rule} (got {_short(exc.value)}; see docs/reliability.md)") from None
     if fast is not None:       # the two libraries read a corner of JSON Schema differently: refuse
         err = next(iter(fast.iter_errors(doc)))
-        where = "results" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.instance_path[1:]) \
+        steps = list(err.instance_path[1:])
+        if steps and isinstance(steps[0], int):
+            steps[0] += offset
+        where = "results" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in steps) \
             if list(err.instance_path[:1]) == ["results"] else ".".join(map(str, err.instance_path)) or "data"
-        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where('data.' + where)}"
+        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where('data.' + where, 0)}"
                          f"{err.message} (see docs/reliability.md)")
 
 
-def _where(name: str) -> str:
-    """'data.results[3].busbw' -> 'record 3 (results[3].busbw) '."""
+def _where(name: str, offset: int = 0) -> str:
+    """'data.results[3].busbw' -> 'record 3 (results[3].busbw) ' (3 + offset)."""
     name = (name or "data").replace("data.", "", 1) if name != "data" else "the document"
     m = re.match(r"results\[(\d+)\]", name)
-    return f"record {m.group(1)} ({name}) " if m else f"{name} "
+    if not m:
+        return f"{name} "
+    i = int(m.group(1)) + offset
+    name = f"results[{i}]" + name[m.end():]
+    return f"record {i} ({name}) "

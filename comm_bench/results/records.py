@@ -38,12 +38,13 @@ def buffer_label(rec) -> str:
     return f"{buf.get('kind')}:{buf.get('library')}/{buf.get('path')}"
 
 
-def one_buffer(doc, what: str) -> str:
-    """The one buffer label of a document's records, or UsageError where it mixes several
-    (a hand-merged file: a link is judged from one path at a time)."""
+def one_buffer(doc, what: str, more=()) -> str:
+    """The one buffer label of a document's records (and `more`: those of records a streaming
+    reader did not keep), or UsageError where it mixes several (a hand-merged file: a link
+    is judged from one path at a time)."""
     from ..errors import UsageError
 
-    labels = sorted({buffer_label(r) for r in doc.get("results") or [] if isinstance(r, dict)})
+    labels = sorted({buffer_label(r) for r in doc.get("results") or [] if isinstance(r, dict)} | set(more))
     if len(labels) > 1:
         raise UsageError(f"{what}: the records were measured with different buffers ({', '.join(labels)}); "
                          "a link is judged from one kind at a time: keep one sweep's records per file")

@@ -64,13 +64,18 @@ class RecordStream:
             self._fd = None
 
 
+def check_name(name, doc_path: str) -> None:
+    """UsageError unless records_file is a plain file name (the file beside the document)."""
+    if not isinstance(name, str) or not name or os.path.basename(name) != name or name in (".", ".."):
+        raise UsageError(f"'{doc_path}': {KEY} must name a file beside the document (got {name!r})")
+
+
 def records(doc: dict, doc_path: str, parse_float=float, parse_constant=None) -> list:
     """The document's records from its JSON Lines file, read line by line. UsageError if
     the name is not a plain file name beside the document, or a line (other than a
     torn last one) is not a JSON object."""
     name = doc.get(KEY)
-    if not isinstance(name, str) or not name or os.path.basename(name) != name or name in (".", ".."):
-        raise UsageError(f"'{doc_path}': {KEY} must name a file beside the document (got {name!r})")
+    check_name(name, doc_path)
     path = os.path.join(os.path.dirname(os.path.abspath(doc_path)), name)
     out, dropped = [], 0
     try:

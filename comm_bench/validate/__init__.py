@@ -5,6 +5,7 @@
     finding_kinds.py  the kinds of findings and the exit status they give
     findings.py       findings extended by diagnosis, confirmed, with a confidence
     suspects.py       suspects of a first pass (rank 0 of a sweep, validate)
+    pair_obs.py       first-pass pair figures as numpy columns (a streamed document's too)
     confirm.py        the confirm rounds a sweep runs (`sweep --confirm K`)
     verdicts.py       what the confirm records say about each suspect
     latency.py        the latency checks; latency_confirm.py: their confirm phase

@@ -19,12 +19,14 @@ Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 from __future__ import annotations
 
 import functools
-import statistics
+
+import numpy as np
 
 from .latency_confirm import confirm_latency
+from .pair_obs import Observations, PairColumns, segment_medians, stream_with
 from .stats import robust_low
 from ..results.records import measured_gbs, one_buffer, pair_records, superseded
-from ..results.document import collector_paused, load as load_results
+from ..results.document import collector_paused
 from ..sizes import human_size
 from .finding_kinds import NothingToCheck, finding, status
 from .latency import check_latency
@@ -32,13 +34,15 @@ from .rules import (class_rule, expected_collective_min, expected_min, load_rule
                              parse_size)
 
 # ----------------------------------------------------------------------------- check
-def check(doc, rules=None):
+def check(doc, rules=None, pairs=None):
+    """pairs: the first-pass pair records' figures (PairColumns) where a streaming reader
+    kept them instead of the records; the pair records left in doc["results"] join them."""
     from ..topology.linkmap import LinkMap
 
     rules = rules or load_rules()
-    one_buffer(doc, "validate")     # host and GPU-buffer records are never one link's figures
+    one_buffer(doc, "validate", pairs.labels if pairs else ())   # host and GPU-buffer records are never one link's figures
     transport = (doc.get("transport") or "").lower()
-    lm = LinkMap(doc)
+    lm = pairs.lm if pairs else LinkMap(doc)
     findings = []
     if doc.get("status") == "failed":
         f = doc.get("failure") or {}
@@ -49,7 +53,9 @@ def check(doc, rules=None):
     old = superseded_findings(doc)
     findings += old
     all_recs = [r for r in pair_records(doc) if superseded(r) is None]   # their figures are wrong
-    recs = diag.first_pass(all_recs)
+    cols = pairs or PairColumns(lm)
+    for r in diag.first_pass(all_recs):
+        cols.add(r)
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
             if isinstance(r, dict) and isinstance(r.get("wrong"), int) and r["wrong"] > 0:
@@ -61,8 +67,8 @@ def check(doc, rules=None):
     findings += collective["findings"]
     latency, latency_checked = check_latency(doc, lm, outlier_rules(rules, transport))
     latency, latency_diagnosis = confirm_latency(doc, rules, lm, latency, outlier_rules(rules, transport)["latency_ratio"])
-    if not recs:
-        findings, diagnosis = diag.extend(doc, rules, lm, [], [], findings, all_recs)
+    if not cols.count:
+        findings, diagnosis = diag.extend(doc, rules, lm, None, [], findings, all_recs)
         merge_latency(diagnosis, latency_diagnosis)
         if findings or latency or (latency_checked or {}).get("ranks_compared") \
                 or any(c["expected_gbs"] is not None for c in collective["checked"]):
@@ -78,115 +84,132 @@ def check(doc, rules=None):
                                  f"latency is only held against its peers' (3 or more ranks, rules' min_peers)")
         raise NothingToCheck("no bandwidth or latency records to validate (run a sweep with --pattern "
                          "pairwise or pairwise-concurrent, --mode bw or lat, or a collective on 2 or more ranks)")
-    checked_sizes = checked_size_list(recs, rules)
+    checked_sizes = checked_size_list(cols.sizes(), rules)
     o = outlier_rules(rules, transport)
-    # observations: (op, size, class) -> {(src, dst): [values]}
-    groups, theo_of = {}, {}
-    for r in recs:
-        if r["size"] not in checked_sizes:
-            continue
-        cls, theo = lm.classify(r["src"], r["dst"], r)
-        key = (r.get("op"), r["size"], cls)
-        groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(measured_gbs(r))
-        theo_of[(key, r["src"], r["dst"])] = theo
-    obs = {}       # (key, pair) -> value
-    for key, pairs in groups.items():
-        for pair, vals in pairs.items():
-            obs[(key, pair)] = statistics.median(vals)
-    gmed = {key: statistics.median(obs[(key, p)] for p in pairs) for key, pairs in groups.items()}
+    obs = Observations(cols, set(checked_sizes))    # (op, size, class) groups: each pair's median GB/s
+    names = sorted({k[2] for k in obs.keys})
+    ocls = np.array([names.index(k[2]) for k in obs.keys], dtype=int)[obs.g]
+    gmed = obs.gmed[obs.g]
     # 1. ranks, per link class: the median of their pairs' values relative to the
     #    group median, compared across ranks
-    per_rank = {}   # class -> rank -> [relative values]
-    for (key, (s, d)), v in obs.items():
-        if s == d or gmed[key] <= 0:
-            continue
-        rel = v / gmed[key]
-        per_cls = per_rank.setdefault(key[2], {})
-        per_cls.setdefault(s, []).append(rel)
-        per_cls.setdefault(d, []).append(rel)
-    all_ranks = sorted({r for per_cls in per_rank.values() for r in per_cls})
-    bad_ranks = {}
-    for cls, per_cls in sorted(per_rank.items()):
-        ranks = sorted(per_cls)
+    ok = (obs.s != obs.d) & (gmed > 0)
+    rel = np.divide(obs.v, gmed, out=np.zeros(len(obs)), where=ok)
+    all_ranks, bad_ranks = set(), {}
+    for ci, cls in enumerate(names):
+        m = ok & (ocls == ci)
+        ranks, scores = segment_medians(np.concatenate([obs.s[m], obs.d[m]]), np.concatenate([rel[m], rel[m]]))
+        all_ranks.update(ranks.tolist())
         if len(ranks) < max(3, int(o["min_peers"])):
             continue
-        scores = [statistics.median(per_cls[r]) for r in ranks]
         idx, med, mad = robust_low(scores, o["z"], o["ratio"])
         for i in idx:
-            bad_ranks.setdefault(ranks[i], {"score": scores[i], "peer_score": med,
-                                            "reason": "outlier", "class": cls})
+            bad_ranks.setdefault(int(ranks[i]), {"score": float(scores[i]), "peer_score": med,
+                                                 "reason": "outlier", "class": cls})
     # 2. pairs: below expected, or outliers among the pairs not explained by a bad rank
-    bad_pair_sizes = {}     # pair -> set of sizes flagged
-    pair_sizes = {}         # pair -> set of sizes checked
-    pair_class = {}         # pair -> link class
+    bad_pair_sizes, below_sizes = {}, {}    # pair -> sizes flagged / below the expected minimum
     peer_med = {}           # (key, pair) -> median of its peers, for outlier pairs
     class_wide = []
     min_share = rules["blame"]["min_share"]
-    rate_sizes = rate_checked_sizes(groups, rules, transport)
-    exp_sizes, below_sizes = {}, {}   # pair -> sizes held against / below the expected minimum
+    rate_sizes = rate_checked_sizes(obs.keys, rules, transport)
+    exp = np.full(len(obs), np.nan)     # the expected minimum each pair is held against
     # one lookup per (class, theoretical rate), not per pair: 137,000 pairs at 1,024 ranks
     exp_of = functools.lru_cache(maxsize=None)(lambda cls, theo: expected_min(rules, transport, cls, theo))
-    for key, pairs in groups.items():
+    bad_mask = np.zeros(int(max(obs.s.max(initial=0), obs.d.max(initial=0))) + 1, dtype=bool)
+    bad_mask[list(bad_ranks)] = True
+    for gi, key in enumerate(obs.keys):
         op, size, cls = key
-        below = []
-        for p in pairs:
-            pair_sizes.setdefault(p, set()).add(size)
-            pair_class[p] = cls
-            exp = exp_of(cls, theo_of[(key,) + p]) if size in rate_sizes[cls] else None
-            if exp is not None:
-                exp_sizes.setdefault(p, set()).add(size)
-            if exp is not None and obs[(key, p)] < exp:
-                below.append((p, exp))
-        if below and len(below) >= 0.5 * len(pairs) and len(pairs) >= 2:
+        sl = obs.group(gi)
+        s, d, v = obs.s[sl], obs.d[sl], obs.v[sl]
+        if size in rate_sizes[cls]:
+            links, inverse = np.unique(obs.link[sl], return_inverse=True)
+            e = [exp_of(cls, obs.links[li][1]) for li in links.tolist()]
+            exp[sl] = np.array([np.nan if x is None else x for x in e])[inverse]
+        below = np.flatnonzero(v < exp[sl])     # NaN (no expected minimum) compares False
+        if len(below) and len(below) >= 0.5 * len(v) and len(v) >= 2:
             # most of the class is slow: a few shared ends, or the whole class?
-            nranks = len({r for p in pairs for r in p})
-            cover, left = _cover({p for p, _ in below}, set(pairs), min_share, max(1, (nranks - 1) // 2))
+            nranks = len(np.union1d(s, d))
+            cover, left = _cover(set(zip(s[below].tolist(), d[below].tolist())), _ends(s, d), min_share,
+                                 max(1, (nranks - 1) // 2))
             if left:
-                vals = [obs[(key, p)] for p, _ in below]
-                class_wide.append((key, len(below), len(pairs), statistics.median(vals), below[0][1]))
-                below = []
-        for p, _ in below:
+                class_wide.append((key, len(below), len(v), float(np.median(v[below])), float(exp[sl][below[0]])))
+                below = below[:0]
+        for p in zip(s[below].tolist(), d[below].tolist()):
             below_sizes.setdefault(p, set()).add(size)
-        rest = [p for p in pairs if p[0] not in bad_ranks and p[1] not in bad_ranks and p[0] != p[1]]
+        rest = np.flatnonzero(~bad_mask[s] & ~bad_mask[d] & (s != d))
         if len(rest) >= max(3, int(o["min_peers"])):
-            vals = [obs[(key, p)] for p in rest]
-            idx, med, mad = robust_low(vals, o["z"], o["pair_ratio"])
-            for i in idx:
-                bad_pair_sizes.setdefault(rest[i], set()).add(size)
-                peer_med[(key, rest[i])] = med
-    bad_pairs = {p for p, s in bad_pair_sizes.items()
-                 if len(s) >= o["min_size_fraction"] * len(pair_sizes.get(p, s))}
-    bad_pairs |= {p for p, s in below_sizes.items() if len(s) >= o["min_size_fraction"] * len(exp_sizes[p])}
+            idx, med, mad = robust_low(v[rest], o["z"], o["pair_ratio"])
+            for i in rest[idx]:
+                p = (int(s[i]), int(d[i]))
+                bad_pair_sizes.setdefault(p, set()).add(size)
+                peer_med[(key, p)] = med
+    seen = _sizes_of(obs, set(bad_pair_sizes) | set(below_sizes), exp)
+    bad_pairs = {p for p, ss in bad_pair_sizes.items() if len(ss) >= o["min_size_fraction"] * len(seen[p][0])}
+    bad_pairs |= {p for p, ss in below_sizes.items() if len(ss) >= o["min_size_fraction"] * len(seen[p][1])}
     # 3. blame, per link class: pairs of already-bad ranks are explained; a greedy cover
     #    names the ends that most bad pairs share
     remaining = set()
-    for cls in sorted({pair_class[p] for p in bad_pairs}):
+    pair_class = {p: seen[p][2] for p in bad_pairs}     # the class of a pair's last group
+    for cls in sorted(set(pair_class.values())):
         bad = {p for p in bad_pairs if pair_class[p] == cls and p[0] not in bad_ranks and p[1] not in bad_ranks}
-        measured = {p for p in pair_sizes if pair_class[p] == cls}
-        cover, left = _cover(bad, measured, min_share, len(bad))
+        cover, left = _cover(bad, _measured_ends(obs, ocls, names.index(cls)), min_share, len(bad))
         for r, c, share in cover:
             bad_ranks[r] = {"reason": "shared end", "bad_pairs": c, "share": share, "class": cls}
         remaining |= left
     # findings for ranks, merged into hosts / devices
-    findings += _entity_findings(bad_ranks, lm, obs, groups, gmed)
-    for key, nbelow, npairs, med, exp in class_wide:
+    findings += _entity_findings(bad_ranks, lm, obs)
+    for key, nbelow, npairs, med, e in class_wide:
         op, size, cls = key
         findings.append(finding(
             "class-below-expected",
             f"{nbelow} of {npairs} {cls} pairs ({op} {human_size(size)}) are below the expected "
-            f"minimum {exp:.3g} GB/s (their median {med:.3g} GB/s): check the fabric or the "
+            f"minimum {e:.3g} GB/s (their median {med:.3g} GB/s): check the fabric or the "
             f"rules' efficiency for {cls}", link_class=cls, size=size, op=op,
-            measured_gbs=med, expected_gbs=exp))
+            measured_gbs=med, expected_gbs=e))
     for p in sorted(remaining):
-        findings.append(_pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport))
-    findings, diagnosis = diag.extend(doc, rules, lm, recs, checked_sizes, findings, all_recs, groups, (obs, gmed))
+        findings.append(_pairfinding(p, lm, obs, peer_med, rules, transport))
+    findings, diagnosis = diag.extend(doc, rules, lm, cols, checked_sizes, findings, all_recs, obs)
     merge_latency(diagnosis, latency_diagnosis)
+    npairs = len(np.unique(obs.codes()[0]))
     return report(doc, rules, findings + latency, {"diagnosis": diagnosis, "latency": latency_checked,
-                                                   "pairs": len(pair_sizes), "sizes": checked_sizes,
-                                          "groups": [dict(_group_rate(k, v, theo_of, rules, transport, rate_sizes),
-                                                          op=k[0], size=k[1], pairs=len(v), median_gbs=gmed[k])
-                                                     for k, v in sorted(groups.items(), key=_group_order)],
+                                                   "pairs": npairs, "sizes": checked_sizes,
+                                          "groups": [dict(_group_rate(obs, gi, rules, transport, rate_sizes),
+                                                          op=k[0], size=k[1], pairs=int(obs.end[gi] - obs.start[gi]),
+                                                          median_gbs=float(obs.gmed[gi]))
+                                                     for gi, k in sorted(enumerate(obs.keys), key=_group_order)],
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
+
+
+def _sizes_of(obs, pairs, exp):
+    """pair -> (its checked sizes, those held against an expected minimum, the class of its
+    last group), for the few pairs flagged."""
+    out = {p: (set(), set(), None) for p in pairs}
+    if not pairs:
+        return out
+    code, n = obs.codes()
+    want = np.array([s * n + d for s, d in pairs if s < n and d < n], dtype=code.dtype)
+    for i in np.flatnonzero(np.isin(code, want)).tolist():
+        p, (op, size, cls) = (int(obs.s[i]), int(obs.d[i])), obs.keys[obs.g[i]]
+        sizes, exp_sizes, _ = out[p]
+        sizes.add(size)
+        if not np.isnan(exp[i]):
+            exp_sizes.add(size)
+        out[p] = (sizes, exp_sizes, cls)
+    return out
+
+
+def _ends(s, d):
+    """rank -> how many of the pairs (s[i], d[i]) it is an end of."""
+    ranks, counts = np.unique(np.concatenate([s, d[d != s]]), return_counts=True)
+    return dict(zip(ranks.tolist(), counts.tolist()))
+
+
+def _measured_ends(obs, ocls, ci):
+    """_ends of the distinct pairs whose last group is of class ci."""
+    code = obs.codes()[0]
+    _, back = np.unique(code[::-1], return_index=True)
+    last = len(code) - 1 - back
+    last = last[ocls[last] == ci]
+    return _ends(obs.s[last], obs.d[last])
 
 
 def merge_latency(diagnosis, latency):
@@ -209,10 +232,10 @@ def superseded_findings(doc):
             for why, rs in by_why.items()]
 
 
-def checked_size_list(recs, rules):
+def checked_size_list(sizes, rules):
     """The sizes bandwidth checks use: those >= rules.min_size, else the largest."""
     min_size = parse_size(rules["min_size"])
-    sizes = sorted({r["size"] for r in recs})
+    sizes = sorted(set(sizes))
     return [s for s in sizes if s >= min_size] or [sizes[-1]]
 
 
@@ -229,10 +252,11 @@ def rate_checked_sizes(groups, rules, transport):
     return out
 
 
-def _group_rate(key, pairs, theo_of, rules, transport, rate_sizes):
+def _group_rate(obs, gi, rules, transport, rate_sizes):
     """A checked group's link: class, the slowest theoretical rate among its pairs and
     the expected minimum held against them at this size (None: compared with peers only)."""
-    rates = [theo_of[(key,) + p] for p in pairs if theo_of[(key,) + p]]
+    key = obs.keys[gi]
+    rates = [r for r in (obs.links[li][1] for li in np.unique(obs.link[obs.group(gi)]).tolist()) if r]
     theo = min(rates) if rates else None
     exp = expected_min(rules, transport, key[2], theo) if key[1] in rate_sizes[key[2]] else None
     return {"class": key[2], "theoretical_gbs": theo, "expected_gbs": exp}
@@ -240,7 +264,7 @@ def _group_rate(key, pairs, theo_of, rules, transport, rate_sizes):
 
 def _group_order(kv):
     """(op, size, class) with the size as a number: 1M, 2M, 16M (op/class may be None)."""
-    op, size, cls = kv[0]
+    op, size, cls = kv[1]
     return (str(op), size, str(cls))
 
 
@@ -278,11 +302,8 @@ def collective_checks(doc, lm, rules, transport):
 
 def _cover(bad, measured, min_share, max_ends):
     """Greedy: ranks that most bad pairs share, each with >= min_share of its measured
-    pairs bad and >= 2 bad pairs. Returns ([(rank, bad pairs, share)], unexplained)."""
-    per_rank = {}
-    for p in measured:
-        for r in set(p):
-            per_rank[r] = per_rank.get(r, 0) + 1
+    pairs bad and >= 2 bad pairs (measured: rank -> its measured pairs).
+    Returns ([(rank, bad pairs, share)], unexplained)."""
     cover, left = [], set(bad)
     while left and len(cover) < max_ends:
         count = {}
@@ -290,7 +311,7 @@ def _cover(bad, measured, min_share, max_ends):
             for r in set(p):
                 count[r] = count.get(r, 0) + 1
         r, c = max(count.items(), key=lambda kv: (kv[1], -kv[0]))
-        share = c / max(1, per_rank.get(r, 0))
+        share = c / max(1, measured.get(r, 0))
         if c < 2 or share < min_share:
             break
         mine = {p for p in left if r in p}
@@ -301,31 +322,27 @@ def _cover(bad, measured, min_share, max_ends):
     return cover, left
 
 
-def _pair_stats(rank_set, obs, groups, gmed, classes=None):
+def _pair_stats(rank_set, obs, classes=None):
     """median measured GB/s of the pairs involving rank_set at the largest checked size
     (of the given link classes), and the peers' median there."""
-    if not groups:
+    if not obs.keys:
         return None, None, (None, [])
-    size = max(k[1] for k in groups)
-    mine, peers, cls = [], [], set()
-    for (key, p), v in obs.items():
-        if key[1] != size or (classes and key[2] not in classes):
-            continue
-        if p[0] in rank_set or p[1] in rank_set:
-            mine.append(v)
-            cls.add(key[2])
-        else:
-            peers.append(v)
-    return (statistics.median(mine) if mine else None,
-            statistics.median(peers) if peers else None, (size, sorted(cls)))
+    size = max(k[1] for k in obs.keys)
+    at = np.array([k[1] == size and not (classes and k[2] not in classes) for k in obs.keys])[obs.g]
+    ends = list(rank_set)
+    mine = at & (np.isin(obs.s, ends) | np.isin(obs.d, ends))
+    cls = sorted({obs.keys[g][2] for g in np.unique(obs.g[mine]).tolist()})
+    peers = obs.v[at & ~mine]
+    return (float(np.median(obs.v[mine])) if mine.any() else None,
+            float(np.median(peers)) if len(peers) else None, (size, cls))
 
 
-def _entity_findings(bad_ranks, lm, obs, groups, gmed):
+def _entity_findings(bad_ranks, lm, obs):
     out = []
     for node, rs, all_of_node in lm.by_node(bad_ranks):
         bad_cls = {bad_ranks[r].get("class") for r in rs} - {None}
-        mine, peers, (size, classes) = _pair_stats(set(rs), obs, groups, gmed, bad_cls)
-        npairs = sum(1 for (_, p) in obs if p[0] in rs or p[1] in rs)
+        mine, peers, (size, classes) = _pair_stats(set(rs), obs, bad_cls)
+        npairs = int((np.isin(obs.s, rs) | np.isin(obs.d, rs)).sum())
         pct = f", {100 * mine / peers:.0f}% of the others' {peers:.3g} GB/s" if mine and peers else ""
         what = f"{mine:.3g} GB/s" if mine is not None else "?"
         devs = [lm.device(r)[1] for r in rs]
@@ -346,7 +363,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
         for nic, group in nic_groups.items():
             shared = [r for r in lm.ranks_of(node) if (lm.nic(r, None, "src") or {}).get("name") == nic]
             if nic and len(shared) > 1 and set(group) >= set(shared):
-                m2, p2, (size2, cls2) = _pair_stats(set(group), obs, groups, gmed, bad_cls)
+                m2, p2, (size2, cls2) = _pair_stats(set(group), obs, bad_cls)
                 out.append(finding(
                     "bad-device", f"NIC {nic} on host {node} (ranks {', '.join(map(str, group))}) is slow: "
                     f"{m2:.3g} GB/s median vs {p2:.3g} GB/s for the others ({human_size(size2)})",
@@ -354,7 +371,7 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
                 continue
             for r in group:
                 kind, val = lm.device(r)
-                m3, p3, (size3, cls3) = _pair_stats({r}, obs, groups, gmed, bad_cls)
+                m3, p3, (size3, cls3) = _pair_stats({r}, obs, bad_cls)
                 dev = f"GPU{val}" if kind == "gpu" else val
                 out.append(finding(
                     "bad-device" if dev is not None else "bad-rank",
@@ -367,14 +384,15 @@ def _entity_findings(bad_ranks, lm, obs, groups, gmed):
     return out
 
 
-def _pairfinding(p, lm, obs, groups, peer_med, theo_of, rules, transport):
-    size = max(k[1] for (k, q) in obs if q == p)
-    key = next(k for (k, q) in obs if q == p and k[1] == size)
-    v = obs[(key, p)]
-    exp = expected_min(rules, transport, key[2], theo_of[(key,) + p])
+def _pairfinding(p, lm, obs, peer_med, rules, transport):
+    idx = obs.at(p)
+    size = max(obs.keys[g][1] for g in obs.g[idx].tolist())
+    i = next(i for i in idx.tolist() if obs.keys[obs.g[i]][1] == size)
+    key, v = obs.keys[obs.g[i]], float(obs.v[i])
+    exp = expected_min(rules, transport, key[2], obs.links[obs.link[i]][1])
     med = peer_med.get((key, p))
     if med is None:
-        med = statistics.median(obs[(key, q)] for q in groups[key])
+        med = float(obs.gmed[obs.g[i]])
     why = (f"below the expected minimum {exp:.3g} GB/s" if exp is not None and v < exp
            else f"an outlier among its {key[2]} peers (median {med:.3g} GB/s)")
     return finding("bad-pair", f"pair {lm.label(p[0])} -> {lm.label(p[1])} (ranks {p[0]}->{p[1]}): "
@@ -394,12 +412,14 @@ def report(doc, rules, findings, checked):
 
 # ----------------------------------------------------------------------------- output
 def run(results_path, rules_path=None):
-    """load + check (what the command calls). check builds tables of a large document's
-    pairs (a million objects at 1,024 ranks) and leaves no cycles: with the collector
-    running it scanned them again and again, 1.5-2.3 s of a 7 s check."""
+    """read + check (what `comm-bench check` calls)."""
     rules = load_rules(rules_path)
-    doc = load_results(results_path)
+    doc, pairs = read(results_path)
     with collector_paused():
-        return check(doc, rules)
+        return check(doc, rules, pairs)
 
 
+def read(path):
+    """(doc, pairs): a large document streamed, its plain pair records kept as PairColumns
+    (pairs), the others in doc["results"]; a small one read whole (pairs None)."""
+    return stream_with(path, PairColumns)

@@ -75,14 +75,18 @@ def suspects_of(doc, rules, mode="bw"):
     suspects by latency, at every size (validate_latency checks them all)."""
     from ..topology.linkmap import LinkMap
     from .checks import checked_size_list
+    from .pair_obs import PairColumns
     from .suspects import PairTable, find, first_pass
 
     records, value = measure_of(mode)
     recs = first_pass(records(doc))
     if not recs:
         return [], [], []
-    sizes = {r["size"] for r in recs} if mode == "lat" else checked_size_list(recs, rules)
-    table = PairTable(recs, LinkMap(doc), sizes, value)
+    cols = PairColumns(LinkMap(doc), value)
+    for r in recs:
+        cols.add(r)
+    sizes = cols.sizes() if mode == "lat" else checked_size_list(cols.sizes(), rules)
+    table = PairTable(cols, sizes)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
     size = max(r["size"] for r in recs)
     keys = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]

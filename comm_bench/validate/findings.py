@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..results.records import measured_gbs, pair_records
 from .finding_kinds import EXIT_UNCONFIRMED, finding
 from .rules import outlier_rules
@@ -25,14 +27,15 @@ VERDICT_PAIR_KINDS = ("bad-pair", "high-latency-pair")
 CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
-def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, medians=None):
-    """(findings, diagnosis) for validate.check; all_recs: pair_records(doc), groups:
-    validate's first-pass table and medians its (obs, gmed) (computed again when not given)."""
+def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
+    """(findings, diagnosis) for validate.check; cols: the first pass's PairColumns (None:
+    no first-pass pair records), all_recs: pair_records(doc), obs: validate's Observations
+    of cols at `sizes` (built again when not given)."""
 
     all_recs = pair_records(doc) if all_recs is None else all_recs
     confirm_recs = [r for r in all_recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, measured_gbs)
-    table = PairTable(recs, lm, set(sizes), measured_gbs, groups, medians) if recs else None
+    table = PairTable(cols, sizes, obs) if cols is not None and cols.count else None
     out, withdrawn = [], []
     for f in findings:
         judged = apply_verdict(f, verdicts)
@@ -52,11 +55,14 @@ def extend(doc, rules, lm, recs, sizes, findings, all_recs=None, groups=None, me
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
             out.append(_pairfinding(v, lm, finding))
     o = outlier_rules(rules, (doc.get("transport") or "").lower())
-    below = lambda ratio: [p for (k, p), v in table.obs.items()   # noqa: E731
-                           if table.gmed[k] > 0 and v < ratio * table.gmed[k]] if table else []
-    out, placed = fabric.localize(doc, lm, out, {(r["src"], r["dst"]) for r in recs},
+    rel = table.rel() if table else None
+    below = lambda ratio: list(zip(table.obs.s[rel < ratio].tolist(),   # noqa: E731
+                                   table.obs.d[rel < ratio].tolist())) if table else []
+    # every measured pair and its value: only a document that places hosts on switches reads them
+    routed = table is not None and bool(fabric.switch_of(doc))
+    out, placed = fabric.localize(doc, lm, out, cols.pairs() if routed else set(),
                                   rules["blame"]["min_share"], below(o["pair_ratio"]),
-                                  {p: v for (_, p), v in table.obs.items()} if table else None,
+                                  table.obs.values() if routed else None,
                                   slow=below(o["ratio"]))
     out += topology.findings(doc, finding)
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
@@ -110,21 +116,20 @@ def _first_pass_confidence(f, table):
         if f.get("measured_gbs") and f.get("expected_gbs"):
             return confidence(signed_rank_p([math.log(f["measured_gbs"] / f["expected_gbs"])]))
         return None
-    logs = []
-    for (key, p), v in table.obs.items():
+    obs = table.obs
+    if f["kind"] == "class-below-expected":
+        m = np.array([k[2] == f.get("link_class") for k in obs.keys], dtype=bool)[obs.g] & (obs.v > 0)
+        logs = np.log(obs.v[m] / f["expected_gbs"]).tolist() if f.get("expected_gbs") else []
+    else:
         if f["kind"] in RANK_KINDS:
-            hit = bool(set(p) & set(f.get("ranks") or []))
+            ends = f.get("ranks") or []
+            hit = np.isin(obs.s, ends) | np.isin(obs.d, ends)
         elif f["kind"] == "bad-pair":
-            hit = p == (f.get("src"), f.get("dst"))
-        elif f["kind"] == "class-below-expected":
-            if key[2] == f.get("link_class") and v > 0 and f.get("expected_gbs"):
-                logs.append(math.log(v / f["expected_gbs"]))
-            continue
+            hit = (obs.s == f.get("src")) & (obs.d == f.get("dst"))
         else:
-            hit = False
-        g = table.gmed[key]
-        if hit and v > 0 and g > 0:
-            logs.append(math.log(v / g))
+            hit = np.zeros(len(obs), dtype=bool)
+        rel = table.rel()
+        logs = np.log(rel[hit & (obs.v > 0) & (rel > 0)]).tolist()
     if not logs and f.get("measured_gbs") and f.get("expected_gbs"):
         logs = [math.log(f["measured_gbs"] / f["expected_gbs"])]
     return confidence(signed_rank_p(logs)) if logs else None

@@ -10,8 +10,10 @@ is log(max / median) of its per-iteration times (latency_us, already in every re
 from __future__ import annotations
 
 import math
-import statistics
 
+import numpy as np
+
+from .pair_obs import Observations, segment_medians
 from .stats import robust_z
 
 
@@ -20,70 +22,60 @@ def first_pass(recs):
     return [r for r in recs if not isinstance(r.get("confirm"), dict)]
 
 
-def instability(rec):
-    """log(max / median) of a record's per-iteration times, or None."""
-    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
-    mx, med = lat.get("max"), lat.get("median")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (mx, med)):
-        return None
-    return math.log(mx / med)
-
-
 class PairTable:
     """First-pass pair values per (op, size, class) group; ranks' scores per class."""
 
-    def __init__(self, recs, lm, sizes, value, groups=None, medians=None):
-        """groups: validate's own {(op, size, class): {pair: [GB/s]}} when it has them;
-        medians: its (obs, gmed) of them, taken as they are when groups hold no pair of a
-        rank with itself (137,000 medians at 1,024 ranks, not computed twice)."""
-        self.groups = {}         # key -> {(src, dst): [GB/s]}
-        self.inst = {}           # (src, dst) -> [instability]
-        for r in recs:
-            if r["size"] not in sizes or r["src"] == r["dst"]:
-                continue
-            if groups is None:
-                cls, _ = lm.classify(r["src"], r["dst"], r)
-                key = (r.get("op"), r["size"], cls)
-                self.groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(value(r))
-            u = instability(r)
-            if u is not None:
-                self.inst.setdefault((r["src"], r["dst"]), []).append(u)
-        if groups is not None:
-            self.groups = {k: {p: v for p, v in ps.items() if p[0] != p[1]} for k, ps in groups.items()}
-        self._rank_rels = None
-        if medians is not None and sum(map(len, self.groups.values())) == sum(map(len, groups.values())):
-            self.obs, self.gmed = medians
-            return
-        self.obs = {(k, p): statistics.median(v) for k, ps in self.groups.items() for p, v in ps.items()}
-        self.gmed = {k: statistics.median(self.obs[(k, p)] for p in ps) for k, ps in self.groups.items()}
+    def __init__(self, cols, sizes, obs=None):
+        """cols: the first pass's PairColumns; obs: validate's Observations of them at these
+        sizes, taken as they are when they hold no pair of a rank with itself (2 million
+        medians at 1,024 ranks, not computed twice)."""
+        if obs is None or (obs.s == obs.d).any():
+            obs = Observations(cols, set(sizes), skip_self=True)
+        self.obs = obs
+        s, d, u = obs.inst
+        keep = ~np.isnan(u) & (s != d)
+        self.inst = (s[keep], d[keep], u[keep])     # each record's instability, by its pair
+        self._scores = None
 
-    def rel(self, key, pair):
-        g = self.gmed[key]
-        return self.obs[(key, pair)] / g if g > 0 else None
+    def rel(self):
+        """Each pair's value relative to its group's median (NaN where that median is 0)."""
+        g = self.obs.gmed[self.obs.g]
+        return np.divide(self.obs.v, g, out=np.full(len(g), np.nan), where=g > 0)
 
-    def rank_rels(self):
-        """(class, direction) -> rank -> [relative values of its pairs]; direction "out"
-        (the rank sends), "in" (it receives) or "both": a NIC can fail one way only."""
-        if self._rank_rels is not None:
-            return self._rank_rels
-        out = self._rank_rels = {}
-        for (key, (s, d)) in self.obs:
-            v = self.rel(key, (s, d))
-            if v is None or v <= 0:
-                continue
-            for r, way in ((s, "out"), (d, "in")):
-                for w in (way, "both"):
-                    out.setdefault((key[2], w), {}).setdefault(r, []).append(v)
+    def rank_scores(self):
+        """(class, direction) -> rank -> the median of its pairs' relative values; direction
+        "out" (the rank sends), "in" (it receives) or "both": a NIC can fail one way only."""
+        if self._scores is not None:
+            return self._scores
+        obs, rel, out = self.obs, self.rel(), {}
+        ok = rel > 0
+        for cls in sorted({k[2] for k in obs.keys}, key=str):
+            m = ok & np.isin(obs.g, [g for g, k in enumerate(obs.keys) if k[2] == cls])
+            s, d, v = obs.s[m], obs.d[m], rel[m]
+            for way, ranks, vals in (("out", s, v), ("in", d, v), ("both", np.concatenate([s, d]),
+                                                                   np.concatenate([v, v]))):
+                if len(ranks):
+                    out[(cls, way)] = dict(zip(*(x.tolist() for x in segment_medians(ranks, vals))))
+        self._scores = out
         return out
 
     def rank_instability(self):
         """direction -> rank -> median instability of its pairs"""
-        per = {}
-        for (s, d), us in self.inst.items():
-            for r, way in ((s, "out"), (d, "in")):
-                for w in (way, "both"):
-                    per.setdefault(w, {}).setdefault(r, []).extend(us)
-        return {w: {r: statistics.median(us) for r, us in rs.items()} for w, rs in per.items()}
+        s, d, u = self.inst
+        if not len(u):
+            return {}
+        return {way: dict(zip(*(x.tolist() for x in segment_medians(ranks, vals))))
+                for way, ranks, vals in (("both", np.concatenate([s, d]), np.concatenate([u, u])),
+                                         ("in", d, u), ("out", s, u))}
+
+    def pair_counts(self, pairs):
+        """pair -> how many groups measured it, for the given pairs."""
+        obs, out = self.obs, {p: 0 for p in pairs}
+        code, n = obs.codes()
+        want = np.array([a * n + b for a, b in pairs], dtype=code.dtype)
+        for a, b in zip(obs.s[np.isin(code, want)].tolist(), obs.d[np.isin(code, want)].tolist()):
+            out[(a, b)] += 1
+        return out
 
 
 def find(table, c, min_peers=3):
@@ -91,11 +83,11 @@ def find(table, c, min_peers=3):
     at most c["max_suspects"], worst first, and the ranks that look best (references)."""
     z_lim, keep = c["suspect_z"], 1.0 - c["min_effect"]
     ranks = {}
-    for cls, per in sorted(table.rank_rels().items(), key=lambda kv: str(kv[0])):
+    for cls, per in sorted(table.rank_scores().items(), key=lambda kv: str(kv[0])):
         rs = sorted(per)
         if len(rs) < max(3, min_peers):
             continue
-        scores = [statistics.median(per[r]) for r in rs]
+        scores = [per[r] for r in rs]
         zs, med = robust_z([math.log(s) for s in scores])
         for r, s, z in zip(rs, scores, zs):
             rel = s / math.exp(med)
@@ -116,20 +108,20 @@ def find(table, c, min_peers=3):
                 if "unstable" not in e["why"]:
                     e["why"].append("unstable")
                 e["instability_ratio"] = max(ratio, e.get("instability_ratio", 0))
-    pairs = {}
-    for key, ps in table.groups.items():
-        rest = [p for p in ps if p[0] not in ranks and p[1] not in ranks]
+    pairs, obs = {}, table.obs
+    flagged = np.zeros(int(max(obs.s.max(initial=0), obs.d.max(initial=0))) + 1, dtype=bool)
+    flagged[[r for r in ranks if r < len(flagged)]] = True
+    for gi in range(len(obs.keys)):
+        sl = obs.group(gi)
+        s, d, v = obs.s[sl], obs.d[sl], obs.v[sl]
+        rest = np.flatnonzero(~flagged[s] & ~flagged[d])
         if len(rest) < max(3, min_peers):
             continue
-        zs, med = robust_z([math.log(max(table.obs[(key, p)], 1e-12)) for p in rest])
-        for p, z in zip(rest, zs):
-            rel = table.obs[(key, p)] / math.exp(med)
-            if -z > z_lim and rel < keep:
-                pairs.setdefault(p, []).append(rel)
-    nsizes = {}
-    for key, ps in table.groups.items():
-        for p in ps:
-            nsizes[p] = nsizes.get(p, 0) + 1
+        zs, med = robust_z(np.log(np.maximum(v[rest], 1e-12)))
+        rel = v[rest] / math.exp(med)
+        for i in np.flatnonzero((-np.array(zs) > z_lim) & (rel < keep)).tolist():
+            pairs.setdefault((int(s[rest[i]]), int(d[rest[i]])), []).append(float(rel[i]))
+    nsizes = table.pair_counts(list(pairs))
     pairs = {p: v for p, v in pairs.items() if len(v) >= 0.5 * nsizes[p]}
     # several slow pairs sharing one end, while that end's median is fine: a link that is
     # slow only part of the time (the pairs measured then), so that end is the suspect
@@ -150,9 +142,9 @@ def find(table, c, min_peers=3):
                    for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
     score = {}
-    for per in table.rank_rels().values():
+    for per in table.rank_scores().values():
         for r, v in per.items():
-            score[r] = min(score.get(r, math.inf), statistics.median(v))
+            score[r] = min(score.get(r, math.inf), v)
     steady = table.rank_instability().get("both", {})
     out = out[:int(c["max_suspects"])]
     while True:      # the least suspect go back to the references until two are left

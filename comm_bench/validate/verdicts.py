@@ -25,7 +25,7 @@ import math
 import statistics
 
 from .stats import confidence, signed_rank_p
-from .suspects import instability
+from .pair_obs import instability
 
 
 def _spread(values):

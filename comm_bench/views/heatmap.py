@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UsageError
+from .heatmap_cells import Cells
 from .heatmap_counters import counter_series
 from ..results.records import latency_pair_records, measured_gbs, median_latency_us, pair_records, superseded
 
@@ -65,36 +66,17 @@ class HeatmapData:
                 f"{d.get('world_size') or '?'} ranks, by {self.by}")
 
 
-def _axis_key(lm, rank, rec, side, by):
-    node = lm.node(rank, rec, side)
-    if by == "rank":
-        return (node, rank), lm.label(rank, rec, side)
-    if by == "host":
-        return (node,), node
-    if by == "gpu":
-        kind, val = lm.device(rank, rec, side)
-        if kind == "gpu":
-            return (node, "gpu", val), f"{node}:GPU{val}"
-        return (node, "rank", rank), lm.label(rank, rec, side)
-    nic = lm.nic(rank, rec, side)
-    if nic is not None:
-        return (node, "nic", nic.get("name")), f"{node}:{nic.get('name')}"
-    kind, val = lm.device(rank, rec, side)
-    if kind == "nic":
-        return (node, "nic", val), f"{node}:{val}"
-    return (node, "rank", rank), lm.label(rank, rec, side)
-
-
-def _sort_key(k):
-    return tuple((0, x) if isinstance(x, int) else (1, str(x)) for x in k)
-
-
-def pick_op(recs, op=None):
-    """The op the panels show: `op`, else the one with the most pair records (ops
-    measure different things, so cells never mix them)."""
+def op_counts(recs):
+    """op -> how many of the records measured it."""
     counts = {}
     for r in recs:
         counts[r.get("op")] = counts.get(r.get("op"), 0) + 1
+    return counts
+
+
+def pick_op(counts, op=None):
+    """The op the panels show: `op`, else the one with the most pair records (ops
+    measure different things, so cells never mix them); counts: op_counts."""
     if op is None:
         return max(sorted(counts, key=str), key=counts.get) if counts else None
     if op not in counts:
@@ -102,89 +84,34 @@ def pick_op(recs, op=None):
     return op
 
 
-def build(doc, by="rank", max_panels=MAX_PANELS, op=None):
+def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None):
+    """cells: the pair records' figures where a streaming reader kept them (Cells); the
+    pair records left in doc["results"] join them."""
     import numpy as np
 
     from ..topology.linkmap import LinkMap
 
     if by not in BY_CHOICES:
         raise UsageError(f"--by {by}: use one of {', '.join(BY_CHOICES)}")
-    recs, metric, value = pair_records(doc), "bw", measured_gbs
-    if not recs:        # a --mode lat run: a latency heatmap
-        recs, metric, value = latency_pair_records(doc), "lat", median_latency_us
-    if not recs and any(type(r) is dict and measured_gbs(r) is not None for r in doc.get("results") or []):
+    lm = cells.lm if cells else LinkMap(doc)
+    metric, value = "bw", measured_gbs
+    cells = cells or Cells(lm, by, value)
+    for r in pair_records(doc):
+        cells.add(r)
+    if not cells.count:        # a --mode lat run: a latency heatmap
+        metric, value = "lat", median_latency_us
+        cells = Cells(lm, by, value)
+        for r in latency_pair_records(doc):
+            cells.add(r)
+    if not cells.count and any(type(r) is dict and measured_gbs(r) is not None for r in doc.get("results") or []):
         raise UsageError("a heatmap needs pair records (src -> dst) and this run has collective records "
                          "only: run the sweep with --pattern pairwise, or draw busbw per size with "
                          "`comm-bench plot`")
-    op = pick_op(recs, op)
-    recs = [r for r in recs if r.get("op") == op]
-    lm = LinkMap(doc)
-    sizes = size_classes([r["size"] for r in recs], max_panels)
-    # axis entities: every rank of the run (so unmeasured ones show as N/A), then pairs
-    rank_side = {}
-    for r in sorted(lm.ranks):
-        rank_side[r] = _axis_key(lm, r, None, "src", by)
-    keyset = {}
-    for r in sorted(lm.ranks):
-        k, lab = rank_side[r]
-        keyset.setdefault(k, lab)
-    ends = {}
-
-    def end_of(rank, dev, rec, side):
-        e = ends.get((rank, dev))
-        if e is None:
-            if dev is None and rank in rank_side:
-                k, lab = rank_side[rank]
-            else:
-                k, lab = _axis_key(lm, rank, rec, side, by)
-            e = (k, lab, lm.end_info(rank, dev, rec, side))
-            ends[(rank, dev)] = e
-        return e
-
-    wanted = set(sizes)
-    cells = {}      # (size, ks, kd) -> [[measured], theoretical, class]
-    classes_seen = {}
-    for rec in recs:
-        size = rec["size"]
-        if size not in wanted:
-            continue
-        s, d = rec["src"], rec["dst"]
-        ks, ls, es = end_of(s, rec.get("src_device"), rec, "src")
-        kd, ld, ed = end_of(d, rec.get("dst_device"), rec, "dst")
-        if ks not in keyset:
-            keyset[ks] = ls
-        if kd not in keyset:
-            keyset[kd] = ld
-        cls, theo = lm.classify_ends(es, ed, s, d, rec)
-        v = value(rec)
-        ck = (size, ks, kd)
-        c = cells.get(ck)
-        if c is None:
-            cells[ck] = [[v], theo, cls]
-            seen = classes_seen.get(cls)
-            if seen is None:
-                seen = classes_seen[cls] = set()
-            seen.add(theo)
-        else:
-            c[0].append(v)
-    keys = sorted(keyset, key=_sort_key)
-    index = {k: i for i, k in enumerate(keys)}
-    labels = [keyset[k] for k in keys]
+    op = pick_op(cells.counts, op)
+    sizes = size_classes([size for o, size in cells.cols if o == op], max_panels)
+    keys, labels, panels, classes_seen = cells.panels(op, sizes)
     nodes = [k[0] for k in keys]
     n = len(keys)
-    panels = []
-    for size in sizes:
-        meas = np.full((n, n), np.nan)
-        theo = np.full((n, n), np.nan)
-        cls_m = np.full((n, n), "", dtype=object)
-        panels.append({"size": size, "measured": meas, "theoretical": theo, "classes": cls_m})
-    pidx = {s: i for i, s in enumerate(sizes)}
-    for (size, ks, kd), (vals, t, cls) in cells.items():
-        p = panels[pidx[size]]
-        i, j = index[ks], index[kd]
-        p["measured"][i, j] = float(np.median(vals)) if len(vals) > 1 else vals[0]
-        p["theoretical"][i, j] = t if t else np.nan
-        p["classes"][i, j] = cls
     for p in panels:
         meas, theo, cls_m = p["measured"], p["theoretical"], p["classes"]
         if metric == "lat":

@@ -18,7 +18,7 @@ import base64
 import io
 
 from ..errors import UsageError
-from .heatmap import pick_op
+from .heatmap import op_counts, pick_op
 from ..results.records import measured_gbs, pair_records
 from ..sizes import human_size
 
@@ -29,9 +29,11 @@ MAX_BINS = 256     # node x node cells per side: a cell must be visible
 WORST = 20
 
 
-def aggregate(doc) -> bool:
+def aggregate(doc, records=None) -> bool:
+    """records: how many the document holds (a streamed one keeps few in doc["results"])."""
     n = doc.get("world_size") or 0
-    return n > HUGE or (n > LARGE and len(doc.get("results") or ()) < SPARSE * n * (n - 1))
+    records = len(doc.get("results") or ()) if records is None else records
+    return n > HUGE or (n > LARGE and records < SPARSE * n * (n - 1))
 
 
 class Aggregate:
@@ -48,7 +50,7 @@ def build(doc, op=None, bins=MAX_BINS) -> Aggregate:
     recs = pair_records(doc)
     if not recs:
         raise UsageError("a heatmap needs pair records (src -> dst): run the sweep with a pair pattern")
-    op = pick_op(recs, op)
+    op = pick_op(op_counts(recs), op)
     size = max(r["size"] for r in recs if r.get("op") == op)
     recs = [r for r in recs if r.get("op") == op and r["size"] == size and not isinstance(r.get("confirm"), dict)]
     lm = LinkMap(doc)

@@ -6,7 +6,7 @@ import os
 import time
 
 from ..errors import UsageError
-from .heatmap import build, legend_text
+from .heatmap import BY_CHOICES, build, legend_text
 from .heatmap_large import aggregate
 from .heatmap_png import to_png_bytes
 from ..results.document import check_document, load_measured as load_results
@@ -32,14 +32,16 @@ def make(results, out, by="rank", op=None, interactive=False):
         raise UsageError(f"-o {out}: give a .png or .html file name")
     if interactive and ext == ".png":
         raise UsageError(f"--interactive makes an HTML page: give -o FILE.html (not {out})")
-    doc = load_results(results) if isinstance(results, str) else results
+    doc, cells = read(results, by) if isinstance(results, str) else (results, None)
     if isinstance(results, dict):
         check_document(doc)
     from ..results.records import one_buffer
-    one_buffer(doc, "heatmap")      # one cell is one link measured one way
-    if by == "switch" or aggregate(doc):
+    one_buffer(doc, "heatmap", cells.labels_seen if cells else ())      # one cell is one link measured one way
+    if cells and aggregate(doc, cells.count + len(doc["results"])):
+        doc, cells = load_results(results), None       # the aggregated view reads records: whole
+    if by == "switch" or (cells is None and aggregate(doc)):
         return _make_large(doc, out, ext, op, t0)
-    data = build(doc, by=by, op=op)
+    data = build(doc, by=by, op=op, cells=cells)
     if ext == ".png":
         write_file(out, to_png_bytes(data), "heatmap -o")
     else:
@@ -47,6 +49,15 @@ def make(results, out, by="rank", op=None, interactive=False):
     return {"out": out, "cells": data.n, "panels": len(data.panels),
             "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
             "seconds": round(time.monotonic() - t0, 3)}
+
+
+def read(path, by):
+    """(doc, cells): a large document streamed, its plain pair records kept as Cells, the
+    others in doc["results"]; a small one (or --by switch) read whole (cells None)."""
+    from ..validate.pair_obs import stream_with
+    from .heatmap_cells import Cells
+
+    return stream_with(path, lambda lm: Cells(lm, by) if by in BY_CHOICES else None)
 
 
 def _make_large(doc, out, ext, op, t0):
