@@ -188,7 +188,7 @@ def _sizes_of(obs, pairs, exp):
     code, n = obs.codes()
     want = np.array([s * n + d for s, d in pairs if s < n and d < n], dtype=code.dtype)
     for i in np.flatnonzero(np.isin(code, want)).tolist():
-        p, (op, size, cls) = (int(obs.s[i]), int(obs.d[i])), obs.keys[obs.g[i]]
+        p, (_op, size, cls) = (int(obs.s[i]), int(obs.d[i])), obs.keys[obs.g[i]]
         sizes, exp_sizes, _ = out[p]
         sizes.add(size)
         if not np.isnan(exp[i]):
