@@ -207,7 +207,7 @@ def _failed(procs, names, results_path, lines, failed) -> int:
         _finalize(results_path, {"rank": first, "host": socket.gethostname(),
                                  "reason": f"exited with code {code}"})
     else:   # rank 0 may have been stopped before it recorded this (a failure it recorded stands)
-        said = re.match(r"comm-bench: rank (\d+)(?: \(pid \d+ on \S+\))?: ", own)
+        said = re.match(r"comm-bench: rank (\d+): ", own)
         _finalize(results_path, {"rank": int(said.group(1)) if said else first, "host": socket.gethostname(),
                                  "reason": own[said.end():] if said else own.removeprefix("comm-bench: ")})
     print(own, file=sys.stderr)
