@@ -91,7 +91,8 @@ def _refuse_foreign_options(ctx, transport, mine):
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
               help="Seconds before a silent peer counts as dead. At start-up the ranks wait "
                    "as long as others keep arriving: the meeting fails only after --timeout "
-                   "seconds with no new rank (a thousand ranks may take minutes to start).")
+                   "seconds with no new rank (a thousand ranks may take minutes to start); a wait "
+                   "for rank 0's word goes on while rank 0 still writes records.")
 @click.option("--addr", default=None, envvar=_env("addr"),
               help="Address peers reach this rank on (default: route towards the store host).")
 @click.option("--oversubscribe", is_flag=True, envvar=_env("oversubscribe"),

@@ -58,6 +58,7 @@ class Store:
             raise RunFailed(f"rank {rank} could not {where} {host}:{port}: {_one_line(exc)}") from None
         self._seq: dict = {}
         self._beats: dict = {}
+        self._progress_at = float("-inf")
 
     @property
     def raw(self):
@@ -158,6 +159,15 @@ class Store:
         self._beats[key] = self._beats.get(key, 0) + 1
         self.set(key, str(self._beats[key]))
 
+    def progressing(self) -> None:
+        """This rank is at work on something the others wait for (rank 0 writing a 1,024-rank
+        first pass): a beat, at most every quarter --timeout, that keeps their waits for a
+        broadcast from it going (_wait's progress_of)."""
+        now = time.monotonic()
+        if now - self._progress_at >= min(1.0, self.timeout / 4):
+            self._progress_at = now
+            self.beat(f"{PROGRESS_KEY}/{self.rank}")
+
     def beats(self, key: str):
         """Another process's counter made by beat(), or None if absent or forged."""
         payload = self.payloads([key])[0]
@@ -226,7 +236,8 @@ class Store:
         if self.rank == root:
             self.set(key, json.dumps(obj))
             return obj
-        self._wait([key], what=tag, names=[str(root)])     # a timeout names the root, not the key
+        # a timeout names the root, not the key; a root that still makes progress is waited for
+        self._wait([key], what=tag, names=[str(root)], progress_of=root)
         return self.get_json(key)
 
     def barrier(self, tag: str = "barrier") -> None:
@@ -243,15 +254,27 @@ class Store:
             self._wait([f"{base}/go"], what=tag, arrivals=arrivals)
             self.get(f"{base}/go")
 
-    def _wait(self, keys, what: str, arrivals=None, names=None) -> None:
+    def _wait(self, keys, what: str, arrivals=None, names=None, progress_of=None) -> None:
         """Wait for `keys`; on timeout name the ranks whose `arrivals` (default: keys) are
-        missing: `names`, one per arrival, or else each arrival key's last part."""
-        deadline = time.monotonic() + self.timeout
-        try:
-            self._s.wait(keys, timedelta(seconds=self.timeout))
-            return
-        except Exception:  # noqa: BLE001 - name the ranks that did not arrive
-            pass
+        missing: `names`, one per arrival, or else each arrival key's last part. With
+        `progress_of` (a rank): wait on for another --timeout each time that rank said it
+        made progress (progressing()) since the last look; fail once it said nothing for one."""
+        start, seen = time.monotonic(), None
+        while True:
+            try:
+                self._s.wait(keys, timedelta(seconds=self.timeout))
+                return
+            except Exception:  # noqa: BLE001 - name the ranks that did not arrive
+                pass
+            if progress_of is None:
+                break
+            try:
+                now = self.beats(f"{PROGRESS_KEY}/{progress_of}")
+            except RunFailed:
+                break           # the store is gone: said below
+            if now is None or now == seen:
+                break
+            seen = now
         arrivals = keys if arrivals is None else arrivals
         try:
             present = self.values_raw(arrivals)
@@ -260,7 +283,7 @@ class Store:
                             f"{self.port} stopped answering while waiting for '{what}'") from None
         names = names or [k.rsplit("/", 1)[-1] for k in arrivals]
         missing = [n for n, v in zip(names, present) if v is None]
-        waited = self.timeout - max(0.0, deadline - time.monotonic())
+        waited = time.monotonic() - start
         raise RunFailed(f"rank {self.rank}: rank(s) {rank_list(missing)} did not reach "
                         f"'{what}' within {waited:.0f} s")
 
@@ -295,6 +318,7 @@ def _listener(host: str, port: int, all_local: bool) -> int:
     return sock.detach()  # the store's server owns it from here
 
 
+PROGRESS_KEY = "cb/progress"   # + "/<rank>": that rank's progressing() beats
 _PART_BYTES = 4 << 20
 _PARTS = b"\x00parts:"  # no JSON text starts with a NUL byte
 

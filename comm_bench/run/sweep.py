@@ -492,6 +492,7 @@ class _RankRun:
                 self.writer.append(record)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        self.store.progressing()    # the others' wait for rank 0's next broadcast goes on while it writes
         self.progress.line(row(record))
         self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size", "latency_us")})
         self.progress.advance(description)
