@@ -29,6 +29,7 @@ from .launch import LaunchInfo, own_address, rendezvous_address
 from .limits import check_host
 from ..metrics import make_record, slowest_per_iteration
 from ..schedule import COST, DEFAULT_K, PATTERNS, my_pair, runs_as, schedule
+from ..validate.confirm import DEFAULT_ALTERNATIONS
 from .progress import Progress
 from ..control.rendezvous import Store
 from ..results.document import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
@@ -65,7 +66,7 @@ class SweepConfig:
     oversubscribe: bool = False
     resume: bool = False         # continue an earlier attempt's -o document (resume.py)
     waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
-    confirm: int = 0             # pair patterns: re-measure suspects K times (validate/confirm.py)
+    confirm: int = DEFAULT_ALTERNATIONS   # pair patterns: re-measure suspects K times (as the CLI does)
     rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
     runner: type | None = None   # another driver of the same rank life cycle (check)
     expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)
