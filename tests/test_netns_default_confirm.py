@@ -54,7 +54,9 @@ def test_host_at_60_percent_fails_by_default(tmp_path):
     assert rc == 1 and "FAIL" in text, explain(rep)
     assert {tuple(f.get("ranks") or ()) for f in rep["findings"]} == {(2,)}, explain(rep)
     assert all(addr in f["host"] for f in rep["findings"]), explain(rep)
-    assert any(f["kind"] == "bad-host" and f.get("confirmed") for f in rep["findings"]), explain(rep)
+    host = [f for f in rep["findings"] if f["kind"] == "bad-host"]
+    assert len(host) == 1 and host[0]["confirmed"] is True and host[0]["confidence"] >= 0.95, explain(rep)
+    assert 0.45 < host[0]["measured_gbs"] / host[0]["peer_median_gbs"] < 0.75, explain(rep)
 
 
 def test_flapping_host_fails_by_default(tmp_path):

@@ -52,19 +52,6 @@ def cpu_hog():
         p.wait()
 
 
-def test_host_at_60_percent_is_found(tmp_path):
-    with fabric({5: "1200mbit"}) as fab:
-        sweep(fab, tmp_path / "r.json", args=ARGS)
-        addr = fab.addr(5)
-    rep = validate(tmp_path / "r.json")
-    print(explain(rep))
-    f = [f for f in rep["findings"]]
-    assert [x["kind"] for x in f] == ["bad-host"], explain(rep)
-    assert f[0]["ranks"] == [5] and addr in f[0]["host"] and f[0]["confirmed"] is True
-    assert 0.45 < f[0]["measured_gbs"] / f[0]["peer_median_gbs"] < 0.75
-    assert f[0]["confidence"] >= 0.95
-
-
 def test_intermittent_host_is_unstable(tmp_path):
     with fabric() as fab:
         with fab.toggle(3, [LINK, "400mbit"], 0.3) as tog:
@@ -82,9 +69,9 @@ def test_intermittent_host_is_unstable(tmp_path):
     assert all(f.get("ranks") == [3] for f in rep["findings"]), explain(rep)
 
 
-@pytest.mark.parametrize("hog", [False, True, True])
-def test_no_fault_control_passes(tmp_path, hog):
-    with fabric() as fab, (cpu_hog() if hog else contextlib.nullcontext()):
+def test_no_fault_control_passes(tmp_path):
+    """(With a CPU hog: test_netns_default_confirm.py, as is a host at 60%.)"""
+    with fabric() as fab:
         sweep(fab, tmp_path / "r.json", args=ARGS)
     rep = validate(tmp_path / "r.json")
     print(explain(rep))
