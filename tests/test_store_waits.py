@@ -1,5 +1,6 @@
 """A wait that times out names the rank it waited for: a broadcast names its root (the
-1,024-rank run's message named the key, 'sendrecv#0'), a gather the ranks missing; a broadcast waits on while its root says it makes progress."""
+1,024-rank run's message named the key, 'sendrecv#0'), a gather the ranks missing; and a
+broadcast goes on waiting while its root says it makes progress."""
 import threading
 import time
 
@@ -13,7 +14,8 @@ from comm_bench.system.netutil import free_port
 @pytest.fixture(params=[True, False], ids=["TCPStore", "light_store"])
 def stores(request):
     port = free_port()
-    made = [Store("127.0.0.1", port, r, 3, 1.0, secret=b"test-secret", torch_store=request.param) for r in range(3)]
+    made = [Store("127.0.0.1", port, r, 3, 1.0, secret=b"test-secret", torch_store=request.param)
+            for r in range(3)]
     yield made
 
 

@@ -108,7 +108,9 @@ def run_phase(run, op, first_round=0):
     mode = getattr(run.cfg, "mode", "bw")
     if run.rank == 0:
         rules = load_rules(run.cfg.rules)
-        run.store.progressing()     # finding the suspects of a large first pass takes a while
+        # a beat before finding the suspects of a large first pass (a long step of its own):
+        # the others then wait at least one more --timeout for the plan
+        run.store.progressing()
         doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
         sus, good, times = suspects_of(doc, rules, mode)
         for s, t_us in zip(sus, times):
