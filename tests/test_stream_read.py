@@ -23,11 +23,16 @@ def sweep_layout(tmp_path, doc, name="r.json"):
     return str(p)
 
 
-@pytest.fixture
-def streamed(monkeypatch):
-    """Every document streamed, in small batches (a bad record lies past the first)."""
+@pytest.fixture(params=["in-order", "two-halves"])
+def streamed(monkeypatch, request):
+    """Every document streamed, in small batches (a bad record lies past the first): read in
+    order by one process, or in two halves at once (the second in a forked process)."""
     monkeypatch.setattr(stream_read, "STREAM_FROM", 0)
     monkeypatch.setattr(stream_read, "CHUNK", 2000)
+    halves = request.param == "two-halves"
+    monkeypatch.setattr(stream_read, "SPLIT_FROM", 0 if halves else 1 << 62)
+    monkeypatch.setattr(stream_read, "_cores", lambda: 2)
+    return request.param
 
 
 def slow_node_doc():
@@ -108,6 +113,21 @@ def test_a_record_given_twice_names_both(tmp_path, streamed):
     last = len(doc["results"]) - 1
     with pytest.raises(UsageError, match=f"record {last} .* measures what record 7 measured"):
         read(path)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_bad_figure_is_named_by_its_index_in_the_document(tmp_path, streamed, where):
+    """The last record lies in the second half where the halves are read at once: the
+    error names it as read in order, with load's line."""
+    doc = slow_node_doc()
+    doc["results"][0 if where == "first" else -1]["busbw"] = -1.0
+    path = sweep_layout(tmp_path, doc)
+    with pytest.raises(UsageError) as whole:
+        load_measured(path)
+    with pytest.raises(UsageError) as exc:
+        read(path)
+    assert str(exc.value) == str(whole.value)
+    assert f"record {0 if where == 'first' else len(doc['results']) - 1} " in str(exc.value)
 
 
 def test_the_whole_file_limit_does_not_apply(tmp_path, streamed, monkeypatch):

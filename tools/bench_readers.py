@@ -23,6 +23,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,14 +65,41 @@ def write_doc(path, nodes, sizes, pairs, pattern, latency=False):
 
 
 def timed(args, cwd, tree=None):
+    """(process, wall, CPU s, peak RSS MiB): CPU from /usr/bin/time -v (the forked reader of a
+    document's second half included); the peak RSS is that of the process tree, sampled
+    every 20 ms (the reader and its fork at once: time -v gives the larger of the two)."""
     env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve())) if tree else None
-    p = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "comm_bench", *args], capture_output=True,
-                       text=True, cwd=cwd, env=env)
-    stats = dict(line.strip().rsplit(": ", 1) for line in p.stderr.splitlines() if ": " in line and line.startswith("\t"))
+    p = subprocess.Popen(["/usr/bin/time", "-v", sys.executable, "-m", "comm_bench", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.wait(0.02):
+            peak[0] = max(peak[0], tree_rss(p.pid))
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = p.communicate()
+    done.set()
+    t.join()
+    p.stdout, p.stderr = out, err
+    stats = dict(line.strip().rsplit(": ", 1) for line in err.splitlines() if ": " in line and line.startswith("\t"))
     wall = stats.get("Elapsed (wall clock) time (h:mm:ss or m:ss)")
     cpu = float(stats.get("User time (seconds)", 0)) + float(stats.get("System time (seconds)", 0))
-    rss = int(stats.get("Maximum resident set size (kbytes)", 0)) / 1024
+    rss = max(peak[0], int(stats.get("Maximum resident set size (kbytes)", 0))) / 1024
     return p, wall, cpu, rss
+
+
+def tree_rss(pid):
+    """KiB resident in pid and its descendants now (0 where it is gone)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            total = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return total
+    return total + sum(tree_rss(k) for k in kids)
 
 
 def main():
@@ -86,7 +114,8 @@ def main():
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")      # and again at the end: a shared machine
-    print("| document | records | MB | tree | command | exit | wall | CPU (user + sys) | max RSS | named | load before |")
+    print("| document | records | MB | tree | command | exit | wall | CPU (user + sys) | peak RSS (tree) | named | "
+          "load before |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in a.cases:
         if case in ("full1024", "full1024lat"):

@@ -41,7 +41,7 @@ if [ -n "$into" ]; then
   need=$("$py" - <<'PY'
 import importlib.util
 mods = {"click": "click>=8", "rich": "rich>=12", "numpy": "numpy>=1.22", "yaml": "pyyaml>=6",
-        "fastjsonschema": "fastjsonschema>=2.16", "jsonschema_rs": "jsonschema-rs>=0.20", "junitparser": "junitparser>=3", "pybind11": "pybind11>=2.11"}
+        "fastjsonschema": "fastjsonschema>=2.16", "jsonschema_rs": "jsonschema-rs>=0.20", "junitparser": "junitparser>=3", "orjson": "orjson>=3.9", "pybind11": "pybind11>=2.11"}
 print(" ".join(spec for mod, spec in mods.items() if importlib.util.find_spec(mod) is None))
 PY
 )

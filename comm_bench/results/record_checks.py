@@ -7,6 +7,7 @@ with one line naming the record (exit 2), never read with a guess or dropped sil
 
     checker = RecordChecker(doc, path)    # the header: world_size, ranks
     checker.check(i, rec)                 # each record, in order (streaming readers too)
+    checker.check_batch(i, recs, cols)    # records i.. at once: cols from stream_read.columns
 
 A streaming reader gives keys=array("q"): the records' identities are kept as 8-byte hashes
 (16 MB at 2 million records, where a dict of them took ~200 MB) and check_repeats() finds a
@@ -16,6 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import repeat
+from operator import itemgetter
+
+import numpy as np
 
 from ..errors import UsageError
 
@@ -31,6 +36,24 @@ LATENCY_FIGURES = ("min", "max", "avg", "median", "p99", "p999")
 def _short(value) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _within(col, lo, hi) -> bool:
+    """Every value of a column a number in [lo, hi] (None reads as NaN: not within)."""
+    a = np.array(col, dtype=float)
+    return bool(((a >= lo) & (a <= hi)).all())
+
+
+_LATENCY_ROW = itemgetter(*LATENCY_FIGURES, "stdev")
+
+
+def _latencies_ok(col) -> bool:
+    """Every record's latency_us holds all its figures, each in range, min <= median <= max."""
+    a = np.array(list(map(_LATENCY_ROW, col)), dtype=float)
+    figs, sd = a[:, :len(LATENCY_FIGURES)], a[:, -1]
+    lo, mx, med = (a[:, LATENCY_FIGURES.index(k)] for k in ("min", "max", "median"))
+    return bool(((figs >= MIN_US) & (figs <= MAX_US)).all() and ((sd >= 0) & (sd <= MAX_US)).all()
+                and ((lo <= med) & (med <= mx)).all())
 
 
 def _num(v):
@@ -95,6 +118,55 @@ class RecordChecker:
         first = self.seen.setdefault(key, i)
         if first != i:
             raise self._twice(i, first)
+
+    def check_batch(self, first, recs, cols):
+        """Records first, first + 1, ... as check() checks them one by one: on columns at C
+        speed where the batch holds one set of keys (cols) and every column is as the sweep
+        writes it; otherwise, or where a figure is out of range, record by record, so an
+        error is the line check() gives."""
+        keys = self._column_keys(recs, cols) if cols is not None else None
+        if keys is None:
+            for k, rec in enumerate(recs):
+                self.check(first + k, rec)
+            return
+        if self.keys is not None:
+            self.keys.extend(keys)
+            return
+        for k, key in enumerate(keys):
+            if self.seen.setdefault(key, first + k) != first + k:
+                raise self._twice(first + k, self.seen[key])
+
+    def _column_keys(self, recs, cols):
+        """The records' identity hashes where every check holds on the columns, else None."""
+        n, get = len(recs), cols.get
+        try:
+            if get("confirm", (None,)).count(None) != len(get("confirm", (None,))):
+                return None
+            ranks = {}
+            for key in ("src", "dst", "root"):
+                col = get(key)
+                if col is not None and col.count(None) != n:
+                    ranks[key] = np.array(col, dtype=np.int64)
+                    if self.n is not None and (ranks[key] >= self.n).any():
+                        return None
+            if "src" in ranks and "dst" in ranks and (ranks["src"] == ranks["dst"]).any():
+                return None
+            if not set(get("dtype", ())) <= set(self.dtypes):
+                return None
+            for key, lo in (("algbw", MIN_GBS), ("busbw", MIN_GBS), ("bw_peak", MIN_GBS), ("time_us", MIN_US)):
+                col = get(key)
+                if col is not None and col.count(None) != n and not _within(col, lo, MAX_GBS if lo == MIN_GBS
+                                                                             else MAX_US):
+                    return None
+            lat = get("latency_us")
+            if lat is not None and any(lat) and not _latencies_ok(lat):
+                return None
+            ident = [get(k) or repeat(None, n) for k in RECORD_IDENTITY]
+            extra = get("extra")
+            labels = repeat("host", n) if extra is None or not any(extra) else map(self.buffer_label, recs)
+            return list(map(hash, zip(*ident, labels)))
+        except (TypeError, ValueError, KeyError, OverflowError):     # a column not all numbers/scalars
+            return None
 
     def _twice(self, i, first):
         return self.bad(f"record {i} (results[{i}]) measures what record {first} measured (same "

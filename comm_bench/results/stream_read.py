@@ -2,10 +2,18 @@
 reader keeps, not with the file (a 1,024-node pairwise run of 2 sizes is 2 million records,
 over 1 GB; json.load of it took 4.4 GiB).
 
-    doc, streamed = read(path, consume)   # consume(header) -> take(rec) -> True when it kept
-                                  # the record's figures itself; the others stay in doc["results"]
-                                  # (streamed False: read whole, every record in doc["results"]:
-                                  # a small document, consume gave None, or not one record a line)
+    doc, streamed = read(path, consume)   # consume(header) -> a reader, or None
+                                  # reader.take(rec) -> True when it kept the record's figures
+                                  # itself; the others stay in doc["results"]. A reader may also
+                                  # have take_columns(recs, cols) -> True when it took every
+                                  # record of a batch at once (cols: below), False: offer them
+                                  # one by one. (streamed False: read whole, every record in
+                                  # doc["results"]: a small document, consume gave None, or not
+                                  # one record a line)
+
+A batch of records that all hold the same keys is also given as columns, {key: tuple of
+its values in record order}, so the checks and the readers work on it at C speed (numpy);
+where a column holds what the fast path does not take, the records go one by one.
 
 Every record is checked as load() checks it (the schema, then RecordChecker) before take
 sees it, so a hostile figure is one line and exit 2 here too. Documents below STREAM_FROM,
@@ -17,9 +25,17 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
+import signal
 import stat
 from array import array
 from itertools import repeat
+from operator import itemgetter
+
+try:        # 2-3x json's speed on the records (an optional dependency: json without it)
+    from orjson import loads as _fast_loads
+except ImportError:
+    _fast_loads = json.loads
 
 from ..errors import UsageError
 from .doclimits import loads_json
@@ -29,17 +45,22 @@ from . import document as D
 from . import stream
 
 STREAM_FROM = 64 << 20      # bytes: a document this large is streamed (whole, it takes ~6x)
+SPLIT_FROM = 128 << 20      # bytes of records read in two halves at once (two processes)
 MAX_KEPT = 200_000          # records kept whole (~1.5 KB each): confirm, collective, latency...
 MAX_TAKEN = 16_000_000      # records a reader keeps the figures of (~40 bytes each)
 MAX_HEADER = 64 << 20      # bytes before the records: hosts and their topology snapshots
 CHUNK = 4 << 20             # bytes parsed per json.loads: one call per ~10,000 records
 _RESULTS = b' "results": ['
-# text the fast parse cannot take as it is: non-finite figures and long integers (load's
-# hooks refuse them), and a space before a key's colon (it would hide a repeated key)
-_SLOW = (b"NaN", b"Infinity", b'" :', b'"\t:', b'"\n:', b'"\r:')
+# text the fast parse cannot take as it is, found in one pass of bytes.translate: long
+# integers (load's hooks refuse them; orjson reads integers past 64 bits as floats: 19
+# digits or more go the slow way) and whitespace after a quote (before a key's colon it
+# would hide a repeated key from the count of '":'); and with json, non-finite figures
+# (orjson refuses them itself)
+_SHAPE = bytes(48 if 48 <= c <= 57 else 32 if c in b" \t\r\n" else c if c == 34 else 46 for c in range(256))
+_SLOW_SHAPES = (b"0" * 19, b'" ')
+_SLOW = () if _fast_loads is not json.loads else (b"NaN", b"Infinity")
 _OBJECTS = (("extra",), ("extra", "buffer"), ("extra", "per_direction_gbps"), ("latency_us",), ("confirm",),
             ("confirm", "target"))     # where a record holds objects (the schema's record)
-_DIGITS = bytes(48 if 48 <= c <= 57 else 46 for c in range(256))      # digits -> "0", the rest "."
 
 
 def read(path: str, consume, stream_from: int | None = None):
@@ -49,13 +70,13 @@ def read(path: str, consume, stream_from: int | None = None):
     head = _source(path, stream_from)
     if head is None:
         return D.load_measured(path), False     # consume is not called: every record is kept
-    doc, lines = head
+    doc, records = head
     D.check_document(dict(doc, results=[]), path)
-    take = consume(doc)
-    if take is None:                        # the reader needs every record: read whole
+    reader = consume(doc)
+    if reader is None:                      # the reader needs every record: read whole
         return D.load_measured(path), False
     try:
-        return _stream(path, doc, lines, take), True
+        return _stream(path, doc, records, reader), True
     except NotInLayout:
         # not one record per line after all (a pretty-printed document): read whole as
         # before where it is small enough, so load says what is wrong with it, if anything
@@ -68,29 +89,128 @@ class NotInLayout(UsageError):
     """The text after the header is not one JSON record per line."""
 
 
-def _stream(path, doc, lines, take):
-    checker = RecordChecker(doc, path, keys=array("q"))
-    kept, taken, i = [], 0, 0
+def _stream(path, doc, records, reader):
+    """The records read into reader; doc["results"] = those it did not take. A large
+    document is read in two halves at once where there are two cores (the second in a
+    forked process whose reader is merged into this one after the first half)."""
+    cut = records.middle() if records.size >= SPLIT_FROM and _cores() > 1 and hasattr(reader, "merge") else None
     with D.collector_paused():
-        for recs in _chunks(lines, path):
-            _check_schema(doc, recs, i, path)
-            for rec in recs:
-                checker.check(i, rec)
-                i += 1
-                if take(rec):
-                    taken += 1
-                    if taken > MAX_TAKEN:
-                        raise _too_many(path, f"more than {MAX_TAKEN:,} pair records")
-                else:
-                    kept.append(rec)
-                    if len(kept) > MAX_KEPT:
-                        raise _too_many(path, f"more than {MAX_KEPT:,} records that are not plain pair records")
-        checker.check_repeats()
-    if not i:
+        if cut is None:
+            part = _Part(path, doc, reader).read(records.blocks())
+        else:
+            part = _read_halves(path, doc, records, reader, cut)
+        part.checker.check_repeats()
+    if not part.count:
         raise UsageError(f"'{path}' holds no records: nothing to read (the sweep that wrote it "
                          f"finished no size; status {doc.get('status')!r})")
-    doc["results"] = kept
+    doc["results"] = part.kept
     return doc
+
+
+class _Part:
+    """What the records of one part of a document gave: the reader's figures, the records
+    it did not take, the checker's identity hashes, how many records (first: the index of
+    the part's first record in the document)."""
+
+    def __init__(self, path, doc, reader, first=0):
+        self.path, self.doc, self.reader = path, doc, reader
+        self.checker = RecordChecker(doc, path, keys=array("q"))
+        self.kept, self.taken, self.first, self.count = [], 0, first, 0
+
+    def read(self, blocks):
+        take, take_columns = self.reader.take, getattr(self.reader, "take_columns", None)
+        path, kept = self.path, self.kept
+        for recs in _chunks(blocks, path, self.first):
+            i = self.first + self.count
+            _check_schema(self.doc, recs, i, path)
+            cols = columns(recs)
+            self.checker.check_batch(i, recs, cols)
+            self.count += len(recs)
+            if cols is not None and take_columns is not None and take_columns(recs, cols):
+                self.taken += len(recs)
+            else:
+                for rec in recs:
+                    if take(rec):
+                        self.taken += 1
+                    else:
+                        kept.append(rec)
+                if len(kept) > MAX_KEPT:
+                    raise _too_many(path, f"more than {MAX_KEPT:,} records that are not plain pair records")
+            if self.taken > MAX_TAKEN:
+                raise _too_many(path, f"more than {MAX_TAKEN:,} pair records")
+        return self
+
+    def join(self, later):
+        """This part followed by a later one (read in another process)."""
+        self.reader.merge(later.reader)
+        self.kept += later.kept
+        self.checker.keys += later.checker.keys
+        self.taken += later.taken
+        self.count += later.count
+        if len(self.kept) > MAX_KEPT:
+            raise _too_many(self.path, f"more than {MAX_KEPT:,} records that are not plain pair records")
+        if self.taken > MAX_TAKEN:
+            raise _too_many(self.path, f"more than {MAX_TAKEN:,} pair records")
+        return self
+
+
+def _read_halves(path, doc, records, reader, cut):
+    """The first half read here while a forked process reads the second; its part comes
+    back pickled. Where the second half holds an error, it is read again here after the
+    first, so the error names the record by its index in the document, as read in order."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # the second half's process
+        os.close(rfd)
+        code = 0
+        try:
+            part = _Part(path, doc, reader).read(records.blocks(start=cut))
+            part.path = part.doc = part.checker.path = None
+            out = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:                       # said again by the reader in order
+            out, code = b"", 1
+        with os.fdopen(wfd, "wb") as w:
+            w.write(out)
+        os._exit(code)
+    os.close(wfd)
+    try:
+        first = _Part(path, doc, reader).read(records.blocks(stop=cut))
+        with os.fdopen(rfd, "rb") as r:
+            rfd = None
+            data = r.read()
+        _, status = os.waitpid(pid, 0)
+        pid = None
+    finally:
+        if rfd is not None:
+            os.close(rfd)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    if status != 0 or not data:     # the second half again, here, after the first: as read in order
+        return first.read(records.blocks(start=cut))
+    return first.join(pickle.loads(data))
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def columns(recs):
+    """{key: tuple of the records' values} where every record holds the same keys (two or
+    more), else None."""
+    if not recs or type(recs[0]) is not dict or len(recs[0]) < 2:
+        return None
+    keys = tuple(recs[0])
+    try:
+        rows = list(map(itemgetter(*keys), recs))
+    except (KeyError, TypeError):
+        return None
+    if set(map(len, recs)) != {len(keys)}:
+        return None
+    return dict(zip(keys, zip(*rows)))
 
 
 def _too_many(path, what):
@@ -99,7 +219,7 @@ def _too_many(path, what):
 
 
 def _source(path, stream_from):
-    """(header, record lines) of a document to stream, or None: read it whole."""
+    """(header, _Records) of a document to stream, or None: read it whole."""
     try:
         st = os.stat(path)
     except OSError:
@@ -124,11 +244,14 @@ def _source(path, stream_from):
             return None
     except OSError:
         return None
-    return doc, _jsonl_lines(doc, path)
+    name = doc.get(stream.KEY)
+    stream.check_name(name, path)
+    return doc, _Records(os.path.join(os.path.dirname(os.path.abspath(path)), name), 0, jsonl=True, doc=doc,
+                         of=path)
 
 
 def _header(path):
-    """(header, record lines) of a document in the sweep's layout, or None (read it whole)."""
+    """(header, _Records) of a document in the sweep's layout, or None (read it whole)."""
     try:
         f = open(path, "rb")
     except OSError:
@@ -157,77 +280,134 @@ def _header(path):
     if not isinstance(doc, dict):
         f.close()
         return None
-    return doc, _record_lines(f)
+    start = f.tell()
+    f.close()
+    return doc, _Records(path, start, jsonl=False, doc=doc, of=path)
 
 
-def _record_lines(f):
-    """The record lines after the header, up to the closing ']}'."""
-    with f:
-        for line in f:
-            s = line.strip()
-            if not s:
-                continue
-            if s.startswith(b"]"):
-                rest = s + f.read(64)
-                if rest.replace(b" ", b"").replace(b"\n", b"") != b"]}":
-                    raise NotInLayout(f"'{f.name}' is not valid JSON after its records (got {rest[:40]!r})")
-                return
-            yield s[:-1] if s.endswith(b",") else s
-    raise NotInLayout(f"'{f.name}' is not valid JSON: it ends before its records' closing ']}}' "
-                     "(a copy cut short?)")
+class _Records:
+    """Where a document's record lines lie: a file from byte `start` on, in the sweep's
+    layout (each line ends in a comma, then the closing ']}') or JSON Lines (a records_file;
+    a torn last line is dropped as stream.records does)."""
 
-
-def _jsonl_lines(doc, path):
-    """A records_file document's JSON Lines; a torn last line is dropped as stream.records does."""
-    name = doc.get(stream.KEY)
-    stream.check_name(name, path)
-    full = os.path.join(os.path.dirname(os.path.abspath(path)), name)
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UsageError(f"'{path}': its records file '{name}': {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                try:
-                    json.loads(line)
-                except ValueError:
-                    doc["records_dropped"] = 1
-                    return
-            yield line.strip()
-
-
-def _chunks(lines, path):
-    """Lists of parsed records, ~CHUNK bytes of text each."""
-    batch, size, first = [], 0, 0
-    for line in lines:
-        batch.append(line)
-        size += len(line)
-        if size >= CHUNK:
-            yield _parse(batch, first, path)
-            first += len(batch)
-            batch, size = [], 0
-    if batch:
-        yield _parse(batch, first, path)
-
-
-def _parse(batch, first, path):
-    """One json.loads for a batch of record lines. The fast parse runs with no hooks: where
-    the text holds what load's hooks refuse, or more keys than the parsed objects (a key
-    given twice), the batch is parsed again with load's hooks, line by line, so the error is
-    load's and names the record."""
-    text = b"[" + b",".join(batch) + b"]"
-    if not any(s in text for s in _SLOW) and b"0" * 20 not in text.translate(_DIGITS):
+    def __init__(self, path, start, jsonl, doc, of):
+        self.path, self.start, self.jsonl, self.doc, self.of = path, start, jsonl, doc, of
         try:
-            recs = json.loads(text)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise UsageError(f"'{of}': its records file '{os.path.basename(path)}': {exc.strerror}") from None
+        self.size = os.fstat(fd).st_size - start
+        os.close(fd)
+
+    def middle(self):
+        """The start of the first line after the middle of the records, or None."""
+        with open(self.path, "rb") as f:
+            f.seek(self.start + self.size // 2)
+            f.readline()
+            at = f.tell()
+        return at if self.start < at < self.start + self.size else None
+
+    def blocks(self, start=None, stop=None):
+        """Blocks of whole record lines from byte start (a line's start) up to stop (the last
+        part reads to the end): (the records joined as JSON array items, the block's text)."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            f.seek(self.start if start is None else start)
+            left = None if stop is None else stop - f.tell()
+            rest = b""
+            while True:
+                data = f.read(CHUNK if left is None else min(CHUNK, left))
+                if left is not None:
+                    left -= len(data)
+                text = rest + data
+                cut = text.rfind(b"\n") + 1 if data else len(text)
+                text, rest = text[:cut], text[cut:]
+                if self.jsonl:
+                    if not data and stop is None and text and not text.endswith(b"\n"):
+                        text = self._torn(text)
+                else:
+                    end = _closing(text)
+                    if end >= 0:
+                        tail = text[end:] + rest + (f.read(64) if stop is None else b"x")
+                        if b"".join(tail.split()) != b"]}":
+                            raise NotInLayout(f"'{self.of}' is not valid JSON after its records (got "
+                                              f"{tail.strip()[:40]!r})")
+                        if text[:end].strip():
+                            yield _block(text[:end], jsonl=False)
+                        return
+                if text.strip():
+                    yield _block(text, self.jsonl)
+                if not data:
+                    break
+        if not self.jsonl and stop is None:
+            raise NotInLayout(f"'{self.of}' is not valid JSON: it ends before its records' closing ']}}' "
+                              "(a copy cut short?)")
+
+    def _torn(self, text):
+        last = text.rfind(b"\n") + 1
+        try:
+            json.loads(text[last:])
+        except ValueError:
+            self.doc["records_dropped"] = 1
+            return text[:last]
+        return text
+
+
+def _closing(text) -> int:
+    """Where the line that closes the records (']' first on its line) starts, or -1."""
+    at = text.find(b"]")
+    while at >= 0:
+        start = text.rfind(b"\n", 0, at) + 1
+        if not text[start:at].strip():
+            return start
+        at = text.find(b"]", at + 1)
+    return -1
+
+
+def _block(text, jsonl):
+    """(the block's records as JSON array items, its text): the sweep's lines end in a
+    comma, JSON Lines do not."""
+    body = text.strip()
+    if jsonl:
+        body = body.replace(b"\n", b",")
+    elif body.endswith(b","):
+        body = body[:-1]
+    return body, text
+
+
+def _block_lines(text):
+    """A block's record lines, each without its trailing comma, blank lines left out."""
+    lines = (line.strip() for line in text.split(b"\n"))
+    return [s[:-1] if s.endswith(b",") else s for s in lines if s]
+
+
+def _chunks(blocks, path, first=0):
+    """Lists of parsed records, one a block (~CHUNK bytes of text); first: the index of the
+    first record in the document."""
+    for body, text in blocks:
+        recs = _parse(body, text, first, path)
+        first += len(recs)
+        yield recs
+
+
+def _parse(body, text, first, path):
+    """One parse for a block of record lines. The fast parse runs with no hooks: where the
+    text holds what load's hooks refuse, or more keys than the parsed objects (a key given
+    twice), the block is parsed again with load's hooks, line by line, so the error is
+    load's and names the record."""
+    items = b"[" + body + b"]"
+    shape = items.translate(_SHAPE)
+    if not any(s in shape for s in _SLOW_SHAPES) and not any(s in items for s in _SLOW):
+        try:
+            recs = _fast_loads(items)
         except (ValueError, RecursionError):
             recs = None
         try:
-            if recs is not None and text.count(b'":') == _keys(recs):
+            if type(recs) is list and items.count(b'":') == _keys(recs):
                 return recs
         except TypeError:       # not an object where the schema has one: the slow parse says so
             pass
-    return [_loads(line, path, f"record {first + k}") for k, line in enumerate(batch)]
+    return [_loads(line, path, f"record {first + k}") for k, line in enumerate(_block_lines(text))]
 
 
 def _keys(recs):

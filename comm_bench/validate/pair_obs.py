@@ -4,6 +4,7 @@ dict entry per pair took ~500 (validate, suspects and the fabric check built sev
 
     cols = PairColumns(lm)            # cols.add(rec) for each first-pass pair record;
                                       # cols.take(rec): the same for a streaming reader
+                                      # (cols.take_columns(recs, columns): a batch at once)
     obs = Observations(cols, sizes)   # per (op, size, class) group, each pair's median
     obs.keys[g], obs.g, obs.s, obs.d, obs.v, obs.gmed[g]   # arrays, pairs in first-measured order
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import math
 from array import array
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,15 +43,135 @@ def plain(rec):
     return measured_gbs(rec) if superseded(rec) is None else None
 
 
+class PlainBatch(NamedTuple):
+    """A batch of plain() pair records of one op as arrays, in record order."""
+    op: str
+    size: np.ndarray
+    s: np.ndarray
+    d: np.ndarray
+    v: np.ndarray       # measured_gbs
+    u: np.ndarray       # instability, NaN where none
+    src_device: tuple   # the records' devices
+    dst_device: tuple
+    label: str          # the records' one buffer label
+
+
+def plain_batch(recs, cols, refused_extra=("per_direction_gbps",)):
+    """The batch (stream_read.columns) as arrays where every record is a plain() pair record
+    of one op whose extra is the same for all (and holds none of refused_extra); None
+    otherwise: the records go one by one."""
+    n, get = len(recs), cols.get
+    mode, conf, wrong, extra, op = get("mode"), get("confirm"), get("wrong"), get("extra"), get("op")
+    if (mode is not None and mode.count("bw") != n) or (conf is not None and conf.count(None) != n) \
+            or op is None or op.count(op[0]) != n or (wrong is not None and any(wrong)):
+        return None
+    e = extra[0] if extra is not None else None
+    if extra is not None and (extra.count(e) != n or (e and (type(e) is not dict or
+                                                             any(k in e for k in refused_extra)))):
+        return None
+    if superseded(recs[0]) is not None:       # one op, one extra: all or none superseded
+        return None
+    try:
+        s, d, size = (np.array(get(k)) for k in ("src", "dst", "size"))
+        v = np.array(get("busbw") or (None,) * n, dtype=float)
+        if not np.isfinite(v).all():        # measured_gbs: busbw, else algbw
+            v = np.where(np.isfinite(v), v, np.array(get("algbw") or (None,) * n, dtype=float))
+    except (TypeError, ValueError):
+        return None
+    if not (s.dtype.kind == d.dtype.kind == size.dtype.kind == "i") or not np.isfinite(v).all():
+        return None
+    return PlainBatch(op[0], size, s, d, v, _instabilities(recs, get("latency_us")), get("src_device") or
+                      (None,) * n, get("dst_device") or (None,) * n, buffer_label(recs[0]))
+
+
+def batch_links(b, recs, end, link):
+    """(src end value, dst end value, link id) of each record of a PlainBatch, as arrays:
+    end(rank, device, rec, side) -> (value, LinkMap.end_info) is called once per distinct
+    end and link(i) -> link id once per distinct class key (LinkMap.classify_ends' key; i:
+    the first record that has it), each in the order first seen, as record by record."""
+    ends = []
+    for ranks, devs, side in ((b.s, b.src_device, "src"), (b.d, b.dst_device, "dst")):
+        if devs.count(devs[0]) == len(devs):      # one device name (most runs): no codes to give
+            code = ranks
+        else:
+            codes = {}
+            code = ranks * len(devs) + np.array([codes.setdefault(x, len(codes)) for x in devs], dtype=np.int_)
+        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+        vals = [None] * len(first)
+        for j in np.argsort(first, kind="stable").tolist():
+            i = int(first[j])
+            vals[j] = end(int(ranks[i]), devs[i], recs[i], side)
+        ends.append((inv, vals))
+    nodes = {}
+    (inv_s, vs), (inv_d, vd) = ends
+    info = [np.array([(nodes.setdefault(v[1][0], len(nodes)), v[1][1], v[1][2]) for v in vals],
+                     dtype=np.int_).reshape(-1, 3)[inv] for inv, vals in ends]
+    same = info[0][:, 0] == info[1][:, 0]
+    k1 = np.where(same, info[0][:, 1], info[0][:, 2])
+    k2 = np.where(same, info[1][:, 1], info[1][:, 2])
+    code = (k1 * (int(max(k1.max(), k2.max())) + 1) + k2) * 2 + same
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    ids = np.zeros(len(first), dtype=np.int_)
+    for j in np.argsort(first, kind="stable").tolist():
+        ids[j] = link(int(first[j]))
+    return (np.array([v[0] for v in vs])[inv_s], np.array([v[0] for v in vd])[inv_d], ids[inv])
+
+
+def _instabilities(recs, lat):
+    """instability() of each record, as an array (NaN: none)."""
+    if lat is None or not any(lat):
+        return np.full(len(recs), math.nan)
+    try:
+        mx, med = np.array(list(map(itemgetter("max", "median"), lat)), dtype=float).T
+    except (TypeError, ValueError, KeyError):
+        return np.array([math.nan if u is None else u for u in map(instability, recs)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((mx > 0) & (med > 0), np.log(mx / med), math.nan)
+
+
+def extend(columns, op, sizes, arrays):
+    """Append a batch's arrays to columns(op, size) (array.array columns, made there when
+    new), size by size in the order first seen, records in their order."""
+    _, first = np.unique(sizes, return_index=True)
+    for size in sizes[np.sort(first)].tolist():
+        m = sizes == size
+        for col, x in zip(columns(op, size), arrays):
+            col.frombytes(np.ascontiguousarray(x[m], dtype=np.int_ if col.typecode == "l" else float).tobytes())
+
+
+def column_array(a):
+    """An array.array column as a numpy array (no copy)."""
+    dtype = np.int_ if a.typecode == "l" else float
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype)
+
+
 def segment_medians(keys, values):
-    """(sorted distinct keys, the median of the values of each), as statistics.median takes it."""
+    """(sorted distinct keys, the median of the values of each), as statistics.median takes it
+    (NaN sorts last)."""
     keys, values = np.asarray(keys), np.asarray(values, dtype=float)
     if not len(keys):
         return keys, values
+    if keys.dtype.kind in "iu" and keys.min() >= 0 and keys.max() < 1 << 16:
+        return _small_key_medians(keys, values)
     order = np.lexsort((values, keys))
     k, x = keys[order], values[order]
     uk, start, count = np.unique(k, return_index=True, return_counts=True)
     return uk, (x[start + (count - 1) // 2] + x[start + count // 2]) / 2
+
+
+def _small_key_medians(keys, values):
+    """segment_medians for keys below 2^16 (ranks): one radix sort by key, then each
+    segment's middle by partition: a quarter of lexsort's time on millions of values."""
+    count = np.bincount(keys)
+    uk = np.flatnonzero(count)
+    x = values[np.argsort(keys.astype(np.uint16), kind="stable")]
+    ends = np.cumsum(count[uk])
+    med = np.empty(len(uk))
+    for i, (a, b) in enumerate(zip((ends - count[uk]).tolist(), ends.tolist())):
+        lo, hi = (b - a - 1) // 2, (b - a) // 2
+        seg = np.partition(x[a:b], [lo, hi])
+        med[i] = (seg[lo] + seg[hi]) / 2
+    return uk.astype(keys.dtype), med
 
 
 class PairColumns:
@@ -68,22 +191,8 @@ class PairColumns:
     def add(self, rec, value=None) -> None:
         s, d = rec["src"], rec["dst"]
         get = rec.get
-        # classify's own cache, keyed as it keys it: one lookup per end, one per class key
-        sd, dd = get("src_device"), get("dst_device")
-        es = self._ends.get((s, sd)) or self._end(s, sd, rec, "src")
-        ed = self._ends.get((d, dd)) or self._end(d, dd, rec, "dst")
-        key = (0, es[1], ed[1]) if es[0] == ed[0] else (1, es[2], ed[2])
-        li = self._keyed.get(key) if s != d else None
-        if li is None:
-            link = self.lm.classify_ends(es, ed, s, d, rec)
-            li = self._link.setdefault(link, len(self.links))
-            if li == len(self.links):
-                self.links.append(link)
-            if s != d:
-                self._keyed[key] = li
-        c = self.cols.get((get("op"), rec["size"]))
-        if c is None:
-            c = self.cols[(get("op"), rec["size"])] = (array("l"), array("l"), array("d"), array("d"), array("l"))
+        li = self._link_index(s, d, get("src_device"), get("dst_device"), rec)
+        c = self._columns(get("op"), rec["size"])
         u = instability(rec) if get("latency_us") else None
         c[0].append(s)
         c[1].append(d)
@@ -91,6 +200,30 @@ class PairColumns:
         c[3].append(math.nan if u is None else u)
         c[4].append(li)
         self.count += 1
+
+    def _columns(self, op, size):
+        c = self.cols.get((op, size))
+        if c is None:
+            c = self.cols[(op, size)] = (array("l"), array("l"), array("d"), array("d"), array("l"))
+        return c
+
+    def _link_index(self, s, d, sd, dd, rec):
+        # classify's own cache, keyed as it keys it: one lookup per end, one per class key
+        es = self._ends.get((s, sd)) or self._end(s, sd, rec, "src")
+        ed = self._ends.get((d, dd)) or self._end(d, dd, rec, "dst")
+        key = (0, es[1], ed[1]) if es[0] == ed[0] else (1, es[2], ed[2])
+        li = self._keyed.get(key) if s != d else None
+        if li is None:
+            li = self._link_id(self.lm.classify_ends(es, ed, s, d, rec))
+            if s != d:
+                self._keyed[key] = li
+        return li
+
+    def _link_id(self, link):
+        li = self._link.setdefault(link, len(self.links))
+        if li == len(self.links):
+            self.links.append(link)
+        return li
 
     def _end(self, rank, dev, rec, side):
         info = self._ends[(rank, dev)] = self.lm.end_info(rank, dev, rec, side)
@@ -105,6 +238,35 @@ class PairColumns:
         self.add(rec, v)
         return True
 
+    def take_columns(self, recs, cols) -> bool:
+        """take() for a whole batch (stream_read.columns): True when every record was plain
+        and taken, False when none was (offer them one by one)."""
+        if self.value is not measured_gbs:
+            return False
+        b = plain_batch(recs, cols)
+        if b is None or (b.s == b.d).any():
+            return False
+        self.labels.add(b.label)
+        _, _, li = batch_links(b, recs, lambda r, dev, rec, side: (0, self._ends.get((r, dev)) or
+                                                                  self._end(r, dev, rec, side)),
+                               lambda i: self._link_index(int(b.s[i]), int(b.d[i]), b.src_device[i],
+                                                          b.dst_device[i], recs[i]))
+        extend(self._columns, b.op, b.size, (b.s, b.d, b.v, b.u, li))
+        self.count += len(recs)
+        return True
+
+    def __getstate__(self):     # what merge() needs, sent from the process that read a part
+        return dict(links=self.links, cols=self.cols, labels=self.labels, count=self.count)
+
+    def merge(self, later):
+        """The figures another PairColumns took from a later part of the document, after these."""
+        remap = np.array([self._link_id(link) for link in later.links] or [0], dtype=np.int_)
+        for (op, size), c in later.cols.items():
+            s, d, v, u, li = (column_array(x) for x in c)
+            extend(self._columns, op, np.full(len(s), size), (s, d, v, u, remap[li]))
+        self.labels |= later.labels
+        self.count += later.count
+
     def pairs(self):
         """Every (src, dst) measured, at any size."""
         out = set()
@@ -117,11 +279,7 @@ class PairColumns:
         return sorted({size for _, size in self.cols})
 
     def arrays(self, key):
-        s, d, v, u, li = self.cols[key]
-        return (np.frombuffer(s, dtype=np.int_) if len(s) else np.zeros(0, np.int_),
-                np.frombuffer(d, dtype=np.int_) if len(d) else np.zeros(0, np.int_),
-                np.frombuffer(v) if len(v) else np.zeros(0), np.frombuffer(u) if len(u) else np.zeros(0),
-                np.frombuffer(li, dtype=np.int_) if len(li) else np.zeros(0, np.int_))
+        return tuple(column_array(x) for x in self.cols[key])
 
 
 class Observations:
@@ -206,8 +364,9 @@ def _pairs(s, d, v, li):
 
 def stream_with(path, make):
     """(doc, kept): a document read by results/stream_read.py, the records it streams
-    offered to kept = make(LinkMap(header)) (take(rec) -> True: kept there, not in
-    doc["results"]); kept is None where it was read whole (small, or make gave None)."""
+    offered to kept = make(LinkMap(header)) (its take(rec) -> True: kept there, not in
+    doc["results"]; take_columns for a batch); kept is None where it was read whole (small,
+    or make gave None)."""
     from ..results.stream_read import read
     from ..topology.linkmap import LinkMap
 
@@ -215,7 +374,7 @@ def stream_with(path, make):
 
     def consume(header):
         kept.append(make(LinkMap(header)))
-        return kept[0].take if kept[0] is not None else None
+        return kept[0]
 
     doc, streamed = read(path, consume)
     return doc, (kept[0] if streamed else None)

@@ -2,7 +2,8 @@
 run of 1,024 ranks and 2 sizes is 2 million cells (heatmap took 4.1 GiB of it).
 
     cells = Cells(lm, by, value)      # cells.add(rec) per pair record; cells.take(rec): the
-                                      # same for a streaming reader (plain records only)
+                                      # same for a streaming reader (plain records only);
+                                      # cells.take_columns(recs, columns): a batch at once
     keys, labels, panels, classes_seen = cells.panels(op, sizes)
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from array import array
 import numpy as np
 
 from ..results.records import buffer_label, measured_gbs, superseded
-from ..validate.pair_obs import segment_medians
+from ..validate.pair_obs import batch_links, column_array, extend, plain_batch, segment_medians
 
 
 class Cells:
@@ -49,20 +50,31 @@ class Cells:
             e = self._ends[(rank, dev)] = (self._key(k, lab), self.lm.end_info(rank, dev, rec, side))
         return e
 
-    def add(self, rec, value=None) -> None:
-        s, d, get = rec["src"], rec["dst"], rec.get
-        ks, es = self._end(s, get("src_device"), rec, "src")
-        kd, ed = self._end(d, get("dst_device"), rec, "dst")
-        link = self.lm.classify_ends(es, ed, s, d, rec)
+    def _ids(self, s, d, sd, dd, rec):
+        """(src axis key id, dst axis key id, link id) of a pair record."""
+        ks, es = self._end(s, sd, rec, "src")
+        kd, ed = self._end(d, dd, rec, "dst")
+        return ks, kd, self._link_id(self.lm.classify_ends(es, ed, s, d, rec))
+
+    def _link_id(self, link):
         li = self._link.get(link)
         if li is None:
             li = self._link[link] = len(self.links)
             self.links.append(link)
+        return li
+
+    def _columns(self, op, size):
+        c = self.cols.get((op, size))
+        if c is None:
+            c = self.cols[(op, size)] = (array("l"), array("l"), array("d"), array("l"))
+        return c
+
+    def add(self, rec, value=None) -> None:
+        s, d, get = rec["src"], rec["dst"], rec.get
+        ks, kd, li = self._ids(s, d, get("src_device"), get("dst_device"), rec)
         op = get("op")
         self.counts[op] = self.counts.get(op, 0) + 1
-        c = self.cols.get((op, rec["size"]))
-        if c is None:
-            c = self.cols[(op, rec["size"])] = (array("l"), array("l"), array("d"), array("l"))
+        c = self._columns(op, rec["size"])
         c[0].append(ks)
         c[1].append(kd)
         c[2].append(self.value(rec) if value is None else value)
@@ -87,6 +99,37 @@ class Cells:
         self.add(rec, v)
         return True
 
+    def take_columns(self, recs, cols) -> bool:
+        """take() for a whole batch (stream_read.columns): True when every record was one
+        cell's figure and taken, False when none was (offer them one by one)."""
+        if self.value is not measured_gbs:
+            return False
+        b = plain_batch(recs, cols, refused_extra=("per_direction_gbps", "counters"))
+        if b is None or (b.s == b.d).any():
+            return False
+        self.labels_seen.add(b.label)
+        ks, kd, li = batch_links(b, recs, self._end, lambda i: self._ids(int(b.s[i]), int(b.d[i]), b.src_device[i],
+                                                                          b.dst_device[i], recs[i])[2])
+        self.counts[b.op] = self.counts.get(b.op, 0) + len(recs)
+        extend(self._columns, b.op, b.size, (ks, kd, b.v, li))
+        self.count += len(recs)
+        return True
+
+    def __getstate__(self):     # what merge() needs, sent from the process that read a part
+        return {k: getattr(self, k) for k in ("keys", "labels", "links", "cols", "counts", "labels_seen", "count")}
+
+    def merge(self, later):
+        """The cells another Cells took from a later part of the document, after these."""
+        keys = np.array([self._key(k, lab) for k, lab in zip(later.keys, later.labels)] or [0], dtype=np.int_)
+        links = np.array([self._link_id(link) for link in later.links] or [0], dtype=np.int_)
+        for (op, size), c in later.cols.items():
+            ks, kd, v, li = (column_array(x) for x in c)
+            extend(self._columns, op, np.full(len(ks), size), (keys[ks], keys[kd], v, links[li]))
+        for op, n in later.counts.items():
+            self.counts[op] = self.counts.get(op, 0) + n
+        self.labels_seen |= later.labels_seen
+        self.count += later.count
+
     def panels(self, op, sizes):
         """(axis keys sorted, their labels, panels {size, measured, theoretical, classes},
         classes_seen {class: {theoretical GB/s}}) of one op at the given sizes: a cell's
@@ -94,7 +137,7 @@ class Cells:
         used = {*range(self.ranks_keys)}
         for size in sizes:
             c = self.cols[(op, size)]
-            used.update(np.unique(np.concatenate([_np(c[0]), _np(c[1])])).tolist())
+            used.update(np.unique(np.concatenate([column_array(c[0]), column_array(c[1])])).tolist())
         ids = sorted(used, key=lambda i: _sort_key(self.keys[i]))
         pos = np.full(len(self.keys), -1)
         pos[ids] = np.arange(len(ids))
@@ -103,7 +146,7 @@ class Cells:
         cls_of = np.array([c for c, _ in self.links] or [""], dtype=object)
         panels, seen = [], {}
         for size in sizes:
-            ks, kd, v, li = (_np(x) for x in self.cols[(op, size)])
+            ks, kd, v, li = (column_array(x) for x in self.cols[(op, size)])
             code = pos[ks] * n + pos[kd]
             uniq, first, inverse = np.unique(code, return_index=True, return_inverse=True)
             med = v[first] if len(uniq) == len(code) else segment_medians(inverse, v)[1]
@@ -134,11 +177,6 @@ def _axis_key(lm, rank, rec, side, by):
     if kind == "nic":
         return (node, "nic", val), f"{node}:{val}"
     return (node, "rank", rank), lm.label(rank, rec, side)
-
-
-def _np(a):
-    return np.frombuffer(a, dtype=np.int_ if a.typecode == "l" else float) if len(a) else \
-        np.zeros(0, np.int_ if a.typecode == "l" else float)
 
 
 def _sort_key(k):
