@@ -143,11 +143,14 @@ class Compute:
         passes = 2 + W.recompute_share(recompute)
         return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
 
-    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1):
+    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
-        experts of MoE layers 1/ep)."""
+        experts of MoE layers 1/ep), and the output layer when `logits` (it runs on the last
+        pipeline stage alone: Megatron-Core's and torchtitan's stage split)."""
         w = self.w
-        flops = W.flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
+        counted, executed = W.logits_flops_per_sample(w, recompute)
+        layers = W.flops_per_sample(w, recompute, executed=True) - counted
+        flops = (layers * layer_share + (executed if logits else 0.0)) * b / tp
         if self.step_time is not None:
             ref = W.flops_per_sample(w, "none", executed=True) * w["micro_batch"]
             return self.step_time * flops / ref

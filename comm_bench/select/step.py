@@ -105,9 +105,12 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     if mem / 1e9 > usable:
         return infeasible(out, f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU")
     # time: the stage of one micro-batch
-    layers_stage = max(first, middle, last)   # the slowest stage sets the pipeline's pace
-    share = layers_stage / w["layers"] if transformer else 1.0
-    t_mb = compute.seconds(bc, tp, share, rc, cfg.sp, ep)
+    layers_stage = max(first, middle, last)
+    # the slowest stage sets the pipeline's pace: the last holds the output layer too
+    # (Megatron-Core without --account-for-loss-in-pipeline-split, torchtitan's split)
+    stages = [(first / w["layers"], False), (middle / w["layers"], False), (last / w["layers"], True)] \
+        if transformer and pp > 1 else [(1.0, True)]
+    t_mb = max(compute.seconds(bc, tp, share, rc, cfg.sp, ep, logits=lg) for share, lg in stages)
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch
