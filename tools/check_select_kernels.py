@@ -9,6 +9,14 @@ sheet's dense bf16 peak, comm_bench/select/gpus.py):
              runs of tools/check_select_runs.py (Llama 3 405B at tp8, 8,192 tokens;
              gpt-oss-120b's attention at 16,384 tokens and one expert at 4,096 tokens, the
              tokens ep 8 routes to it per micro-batch of 4 x 4,096) and 8192^3.
+  expert     a MoE layer's routed experts on one GPU, forward + backward (data and weight
+             gradients of both matrices): E local SwiGLU experts of M tokens each, gate+up
+             (M x h) @ (h x 2 f) and down (M x f) @ (f x h), one cuBLAS matmul per expert (as
+             a loop of GEMMs, Megatron-Core's non-grouped path) and torch._grouped_mm (one
+             grouped kernel, where this torch has it): 3 x 2 M (3 h f) FLOPs per expert.
+  cross_entropy  the loss over a vocabulary: bf16 logits (T x V) to fp32 cross-entropy,
+             forward + backward (torch eager); reported as the HBM bytes per logit element
+             it is worth at the data sheet's bandwidth (seconds x TB/s / (T V)).
   attention  torch's scaled_dot_product_attention, causal, forward + backward, per backend
              (flash, cuDNN): select counts 3 x the causal forward, 3 x 4 b a s (s+1)/2 d
              (workload.flops_per_sample(executed=True)); FlashAttention's own benchmarks
@@ -36,6 +44,16 @@ GEMMS = [  # (label, M, K, N)
     ("gpt-oss-120b expert gate+up", 4096, 2880, 2 * 2880),
     ("gpt-oss-120b expert down", 4096, 2880, 2880),
 ]
+EXPERTS = [  # (label, local experts, tokens per expert M, hidden h, expert FFN f)
+    ("gpt-oss-120b ep8, b 1", 16, 1024, 2880, 2880),
+    ("gpt-oss-120b ep8, b 4", 16, 4096, 2880, 2880),
+    ("gpt-oss-120b ep8, b 16", 16, 16384, 2880, 2880),
+    ("mixtral-8x22b ep8, b 1", 1, 8192, 6144, 16384),
+]
+CROSS_ENTROPY = [  # (label, tokens T, vocabulary V)
+    ("gpt-oss-120b, b 4 x 4,096", 16384, 201088),
+    ("llama3 vocabulary, 8,192 tokens", 8192, 128256),
+]
 ATTENTION = [  # (label, batch, heads, kv heads, seq, head dim)
     ("llama3-405b tp8, 8K", 1, 128 // 8, 1, 8192, 128),
     ("llama3-405b tp8, 32K", 1, 128 // 8, 1, 32768, 128),
@@ -59,10 +77,57 @@ def timed(fn, reps=20, warm=5):
     return sorted(out)[len(out) // 2]
 
 
+def expert_rows(label, E, M, h, f, peak):
+    """Forward + backward of E SwiGLU experts of M tokens each: per-expert matmuls, and one
+    torch._grouped_mm per matrix where available."""
+    import torch
+    dev, bf = "cuda", torch.bfloat16
+    x = torch.randn(E, M, h, device=dev, dtype=bf)
+    w1, w2 = torch.randn(E, h, 2 * f, device=dev, dtype=bf), torch.randn(E, f, h, device=dev, dtype=bf)
+    a, g = torch.randn(E, M, f, device=dev, dtype=bf), torch.randn(E, M, h, device=dev, dtype=bf)
+    g1 = torch.randn(E, M, 2 * f, device=dev, dtype=bf)
+    flops = E * 3 * 2.0 * M * 3 * h * f
+
+    def loop():                    # forward, data gradient, weight gradient of both matrices
+        for e in range(E):
+            x[e] @ w1[e], a[e] @ w2[e]
+            g[e] @ w2[e].T, g1[e] @ w1[e].T
+            a[e].T @ g[e], x[e].T @ g1[e]
+    out = [("loop of matmuls", loop)]
+    if hasattr(torch, "_grouped_mm"):
+        offs = torch.arange(M, E * M + 1, M, device=dev, dtype=torch.int32)
+        # torchtitan's call: weights stored (E, out, in), passed transposed; autograd runs the
+        # data and weight gradients as grouped kernels too
+        xf = x.reshape(E * M, h).requires_grad_()
+        af = a.reshape(E * M, f).requires_grad_()
+        v1 = w1.transpose(1, 2).contiguous().requires_grad_()
+        v2 = w2.transpose(1, 2).contiguous().requires_grad_()
+        gf, g1f = g.reshape(E * M, h), g1.reshape(E * M, 2 * f)
+
+        def grouped():
+            xf.grad = af.grad = v1.grad = v2.grad = None     # no accumulation kernels timed
+            y1 = torch._grouped_mm(xf, v1.transpose(-2, -1), offs=offs)
+            y2 = torch._grouped_mm(af, v2.transpose(-2, -1), offs=offs)
+            torch.autograd.backward([y1, y2], [g1f, gf])
+        out.append(("torch._grouped_mm", grouped))
+    rows = []
+    for how, fn in out:
+        try:
+            t = timed(fn)
+        except Exception as e:  # noqa: BLE001  (a layout or dtype this build refuses)
+            rows.append({"kind": "expert", "case": label, "how": how, "error": str(e)[:300]})
+            continue
+        rows.append({"kind": "expert", "case": label, "how": how, "experts": E, "M": M, "hidden": h, "ffn": f,
+                     "seconds": t, "tflops": flops / t / 1e12, "efficiency": flops / t / peak})
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
+    p.add_argument("--kinds", default="gemm,expert,cross_entropy,attention", help="comma-separated case kinds")
     a = p.parse_args(argv)
+    kinds = set(a.kinds.split(","))
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -71,12 +136,21 @@ def main(argv=None):
     peak = GP.lookup(name)[0]["peak_tflops"] * 1e12
     rows = []
     dev, bf = "cuda", torch.bfloat16
-    for label, M, K, N in GEMMS:
+    for label, M, K, N in GEMMS if "gemm" in kinds else []:
         x, y = torch.randn(M, K, device=dev, dtype=bf), torch.randn(K, N, device=dev, dtype=bf)
         t = timed(lambda: x @ y)
         rows.append({"kind": "gemm", "case": label, "M": M, "K": K, "N": N, "seconds": t,
                      "tflops": 2 * M * N * K / t / 1e12, "efficiency": 2 * M * N * K / t / peak})
-    for label, b, h, kv, s, d in ATTENTION:
+    for label, E, M, h, f in EXPERTS if "expert" in kinds else []:
+        rows += expert_rows(label, E, M, h, f, peak)
+    for label, T, V in CROSS_ENTROPY if "cross_entropy" in kinds else []:
+        logits = torch.randn(T, V, device=dev, dtype=bf, requires_grad=True)
+        target = torch.randint(0, V, (T,), device=dev)
+        t = timed(lambda: F.cross_entropy(logits.float(), target).backward())
+        hbm = GP.lookup(name)[0]["hbm_tbs"] * 1e12
+        rows.append({"kind": "cross_entropy", "case": label, "tokens": T, "vocab": V, "seconds": t,
+                     "bytes_per_logit": t * hbm / (T * V)})
+    for label, b, h, kv, s, d in ATTENTION if "attention" in kinds else []:
         q = torch.randn(b, h, s, d, device=dev, dtype=bf, requires_grad=True)
         k = torch.randn(b, kv, s, d, device=dev, dtype=bf, requires_grad=True)
         v = torch.randn(b, kv, s, d, device=dev, dtype=bf, requires_grad=True)

@@ -37,7 +37,13 @@ CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed
 # (log-linear in s between the points, held at the ends). Hopper GPUs share SMs and clocks
 # (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency (not measured there).
 ATTENTION_EFFICIENCY = {64: [(4096, 0.327)], 128: [(8192, 0.421), (32768, 0.479)]}
-ATTENTION_MEASURED_ON = ("H100", "H200", "GH200")
+MEASURED_ON = ("H100", "H200", "GH200")
+# A MoE layer's routed experts, forward + backward (data and weight gradients), bf16: FLOPs /
+# (seconds x the dense peak) by the tokens M each expert gets per micro-batch, measured on
+# one H200 (docs/benchmarks/selection-kernels-moe-h200.json: 16 local SwiGLU experts of
+# gpt-oss-120b's h = f = 2,880, the faster of a loop of matmuls and torch._grouped_mm; a
+# Mixtral-8x22B expert read 0.68). Log-linear in M, held at the ends; Hopper GPUs only.
+EXPERT_EFFICIENCY = [(1024, 0.643), (4096, 0.634), (16384, 0.653)]
 
 
 def measured_gemm_efficiency(path, peak_tflops):
@@ -93,7 +99,7 @@ class Compute:
         """Measured flash-attention efficiency at the nearest measured head dimension, on a
         GPU of the measured kind; None (the GEMM efficiency) otherwise or for unfused attention."""
         w = self.w
-        if not W.executes_causal(w) or self.gpu.get("name") not in ATTENTION_MEASURED_ON:
+        if not W.executes_causal(w) or self.gpu.get("name") not in MEASURED_ON:
             return None
         import numpy as np
         m = w.get("mla")
@@ -110,6 +116,27 @@ class Compute:
         import numpy as np
         return float(np.interp(math.log(width), [math.log(h) for h, _ in pts], [e for _, e in pts]))
 
+    def expert_efficiency(self, b, ep):
+        """Measured efficiency of the routed experts' GEMMs at M = the tokens each expert gets
+        per micro-batch (ep x b s k / E: the ep GPUs' tokens over E experts), on a GPU of the
+        measured kind; else the dense GEMMs' efficiency."""
+        w = self.w
+        if self.gpu.get("name") not in MEASURED_ON or self.gemm_points:
+            return self.gemm_efficiency(w["hidden"])
+        import numpy as np
+        tokens = ep * b * w["seq_len"] * w["experts_per_token"] / w["experts"]
+        pts = EXPERT_EFFICIENCY
+        return float(np.interp(math.log(max(tokens, 1.0)), [math.log(m) for m, _ in pts], [e for _, e in pts]))
+
+    def expert_flops(self, b, tp, layer_share, recompute):
+        """The routed experts' FLOPs of a micro-batch (forward x 3, a recomputed forward added)."""
+        w = self.w
+        n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
+        if not n_moe:
+            return 0.0
+        mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
+        return (3 + W.recompute_share(recompute)) * 2.0 * b * w["seq_len"] * w["experts_per_token"] * mlp * n_moe / tp
+
     def expert_weight_wait(self, b, tp, layer_share, recompute, ep):
         """Seconds a micro-batch's expert GEMMs wait on HBM beyond their FLOPs (roofline of the
         routed experts, a MoE layer's GEMMs per expert are small: M = the tokens routed to
@@ -122,9 +149,9 @@ class Compute:
             return 0.0
         passes = 3 + W.recompute_share(recompute)
         mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
-        flops = passes * 2.0 * b * w["seq_len"] * w["experts_per_token"] * mlp * n_moe / tp
+        flops = self.expert_flops(b, tp, layer_share, recompute)
         reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]
-        return max(0.0, reads / self.hbm - flops / (self.peak * self.gemm_efficiency(w["hidden"] / tp)))
+        return max(0.0, reads / self.hbm - flops / (self.peak * self.expert_efficiency(b, ep)))
 
     def permute_seconds(self, b, tp, layer_share, recompute, ep):
         """Seconds a micro-batch's MoE token permutation moves through HBM (memory-bound
@@ -143,11 +170,14 @@ class Compute:
         passes = 2 + W.recompute_share(recompute)
         return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
 
-    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1):
+    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
-        experts of MoE layers 1/ep)."""
+        experts of MoE layers 1/ep), and the output layer when `logits` (it runs on the last
+        pipeline stage alone: Megatron-Core's and torchtitan's stage split)."""
         w = self.w
-        flops = W.flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
+        counted, executed = W.logits_flops_per_sample(w, recompute)
+        layers = W.flops_per_sample(w, recompute, executed=True) - counted
+        flops = (layers * layer_share + (executed if logits else 0.0)) * b / tp
         if self.step_time is not None:
             ref = W.flops_per_sample(w, "none", executed=True) * w["micro_batch"]
             return self.step_time * flops / ref
@@ -159,7 +189,9 @@ class Compute:
         eff = self.gemm_efficiency(w["hidden"] / tp)
         attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         attn_eff = self.attention_efficiency() or eff
-        return ((flops - attn) / (self.peak * eff) + attn / (self.peak * attn_eff)
+        experts = self.expert_flops(b, tp, layer_share, recompute)
+        return ((flops - attn - experts) / (self.peak * eff) + attn / (self.peak * attn_eff)
+                + (experts / (self.peak * self.expert_efficiency(b, ep)) if experts else 0.0)
                 + ELEMENTWISE_PASSES * kept / self.hbm
                 + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
                 + self.permute_seconds(b, tp, layer_share, recompute, ep))

@@ -16,6 +16,12 @@ and how often, what hides them, and the configuration that sets it up.
     overlap      what hides the data-parallel traffic (docs/selection.md, Overlap):
                  "backward" the last micro-batch's backward, "compute" all compute,
                  "none" nothing (Megatron-LM reduces after the pipeline flush)
+    cp_comm      how context parallelism moves K and V: "ring" (Megatron-Core / Transformer
+                 Engine's default cp_comm_type p2p: each chunk's send hides behind the previous
+                 chunk's attention) or "all_gather" (torchtitan's default
+                 context_parallel_rotate_method, and Llama 3's CP, arXiv 2407.21783 section
+                 3.3.2: K and V all-gathered, "exposed in the critical path"; only the local
+                 chunk's attention runs meanwhile)
     family       the framework table's key (data/select_frameworks.yaml)
     model_parallel  a candidate of every tp x cp x pp x dp x ep shape (strategies.py), not one
                  over all N GPUs: "megatron" (Megatron-Core: DDP, or its distributed optimizer
@@ -41,6 +47,7 @@ class Layout:
     hpz: bool = False
     model_parallel: bool = False
     across_nodes_only: bool = False      # a candidate only where there are several nodes
+    cp_comm: str = "ring"
 
 
 LAYOUTS = {l.kind: l for l in (
@@ -55,7 +62,7 @@ LAYOUTS = {l.kind: l for l in (
            hpz=True, across_nodes_only=True),
     Layout("megatron", "megatron", "", "dp", ("all_reduce", "step"), None, "none", model_parallel=True),
     Layout("fsdp-tp", "fsdp-tp", "pgk", "dp", ("reduce_scatter", "microbatch"), "microbatch", "compute",
-           model_parallel=True),
+           model_parallel=True, cp_comm="all_gather"),
 )}
 MP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if l.model_parallel)
 DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)

@@ -105,9 +105,12 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     if mem / 1e9 > usable:
         return infeasible(out, f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU")
     # time: the stage of one micro-batch
-    layers_stage = max(first, middle, last)   # the slowest stage sets the pipeline's pace
-    share = layers_stage / w["layers"] if transformer else 1.0
-    t_mb = compute.seconds(bc, tp, share, rc, cfg.sp, ep)
+    layers_stage = max(first, middle, last)
+    # the slowest stage sets the pipeline's pace: the last holds the output layer too
+    # (Megatron-Core without --account-for-loss-in-pipeline-split, torchtitan's split)
+    stages = [(first / w["layers"], False), (middle / w["layers"], False), (last / w["layers"], True)] \
+        if transformer and pp > 1 else [(1.0, True)]
+    t_mb = max(compute.seconds(bc, tp, share, rc, cfg.sp, ep, logits=lg) for share, lg in stages)
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch
@@ -116,14 +119,22 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
         e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce",
                       [act] * round((4 + 2 * redo) * layers_stage), g["tp"], repeat=m)
         per_mb += e.seconds / m
-    if cp > 1:                                # ring attention: K, V chunks around the cp ring
+    if cp > 1:
         kv = act / w["hidden"] * 2 * w.get("kv_heads", w["heads"]) * SH.head_dim(w) / tp if "ffn_hidden" in w \
             else 2 * act / tp
-        sends = round((cp - 1) * (3 + redo) * layers_stage)   # forward K V, backward K V + dK dV
-        e, _ = tl.add("context-parallel K/V ring send/recv", "p2p", [kv] * sends, (2, 1), repeat=m,
-                      scope="intra-node" if tp * cp <= G else "inter-node")
-        hidden_by = attention_share(w) * t_mb  # each ring step overlaps the previous chunk's attention
-        per_mb += max(0.0, e.seconds / m - hidden_by)
+        if lay.cp_comm == "all_gather":       # the whole K, V gathered after the local chunk's attention
+            e, _ = tl.add("context-parallel K/V all_gather (forward, backward)", "all_gather",
+                          [kv * cp] * round((2 + redo) * layers_stage), g["cp"], repeat=m)
+            r, _ = tl.add("context-parallel dK/dV reduce_scatter", "reduce_scatter", [kv * cp] * layers_stage,
+                          g["cp"], repeat=m)
+            hidden_by = attention_share(w) * t_mb / cp
+            per_mb += max(0.0, (e.seconds + r.seconds) / m - hidden_by)
+        else:                                 # ring attention: K, V chunks around the cp ring
+            sends = round((cp - 1) * (3 + redo) * layers_stage)   # forward K V, backward K V + dK dV
+            e, _ = tl.add("context-parallel K/V ring send/recv", "p2p", [kv] * sends, (2, 1), repeat=m,
+                          scope="intra-node" if tp * cp <= G else "inter-node")
+            hidden_by = attention_share(w) * t_mb  # each ring step overlaps the previous chunk's attention
+            per_mb += max(0.0, e.seconds / m - hidden_by)
     n_moe = math.ceil(SH.moe_layers(w) * layers_stage / w["layers"]) if "ffn_hidden" in w else 0
     if n_moe and ep > 1:                      # dispatch + combine, forward and backward
         tokens = act / w["hidden"] / w["bytes"]["act"] / tp      # sequence parallel: tokens split over tp

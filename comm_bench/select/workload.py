@@ -240,6 +240,18 @@ def flops_per_sample(w, recompute="none", executed=False):
     return 3 * fwd + extra
 
 
+def logits_flops_per_sample(w, recompute="none"):
+    """The output layer's part of flops_per_sample (2 s V h per forward, as counted there)
+    and what it executes: (counted, executed). Training runs it 3 times; recomputation
+    redoes the transformer layers only (Megatron-Core's and torchtitan's checkpointing wrap
+    the layers, not the output layer: Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h +
+    V/16lh) counts it 3 x under full recomputation), so a recomputed forward adds none."""
+    if w["kind"] != "transformer" or not w.get("vocab"):
+        return 0.0, 0.0
+    fwd = 2.0 * w["seq_len"] * w["vocab"] * w["hidden"]
+    return (3 + recompute_share(recompute)) * fwd, 3 * fwd
+
+
 def attention_flops_per_sample(w, recompute="none", executed=False):
     """The attention-score part of flops_per_sample (scores and their use, forward x 3, a
     recomputed forward added): what attention kernels run, priced at their own efficiency."""
