@@ -23,6 +23,16 @@ def sweep_layout(tmp_path, doc, name="r.json"):
     return str(p)
 
 
+def refused_as_read_whole(path):
+    """The streamed read's error line, asserted to be the one load gives reading it whole."""
+    with pytest.raises(UsageError) as whole:
+        load_measured(path)
+    with pytest.raises(UsageError) as exc:
+        read(path)
+    assert str(exc.value) == str(whole.value)
+    return str(exc.value)
+
+
 @pytest.fixture(params=["in-order", "two-halves"])
 def streamed(monkeypatch, request):
     """Every document streamed, in small batches (a bad record lies past the first): read in
@@ -75,12 +85,7 @@ def test_json_lines_records_are_streamed(tmp_path, streamed):
 def test_hostile_figure_is_refused_as_read_whole(tmp_path, streamed, name, harm, names):
     doc = base()
     harm(doc)
-    path = sweep_layout(tmp_path, doc)
-    with pytest.raises(UsageError) as whole:
-        load_measured(path)
-    with pytest.raises(UsageError) as exc:
-        read(path)
-    assert str(exc.value) == str(whole.value)
+    refused_as_read_whole(sweep_layout(tmp_path, doc))
 
 
 @pytest.mark.parametrize("harm", [
@@ -121,13 +126,8 @@ def test_a_bad_figure_is_named_by_its_index_in_the_document(tmp_path, streamed, 
     error names it as read in order, with load's line."""
     doc = slow_node_doc()
     doc["results"][0 if where == "first" else -1]["busbw"] = -1.0
-    path = sweep_layout(tmp_path, doc)
-    with pytest.raises(UsageError) as whole:
-        load_measured(path)
-    with pytest.raises(UsageError) as exc:
-        read(path)
-    assert str(exc.value) == str(whole.value)
-    assert f"record {0 if where == 'first' else len(doc['results']) - 1} " in str(exc.value)
+    line = refused_as_read_whole(sweep_layout(tmp_path, doc))
+    assert f"record {0 if where == 'first' else len(doc['results']) - 1} " in line
 
 
 def test_the_whole_file_limit_does_not_apply(tmp_path, streamed, monkeypatch):
