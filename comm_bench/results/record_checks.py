@@ -20,8 +20,6 @@ import math
 from itertools import repeat
 from operator import itemgetter
 
-import numpy as np
-
 from ..errors import UsageError
 
 MAX_GBS = 1e6   # 1 PB/s: beyond any link or memory; a larger figure is a corrupted document
@@ -40,6 +38,7 @@ def _short(value) -> str:
 
 def _within(col, lo, hi) -> bool:
     """Every value of a column a number in [lo, hi] (None reads as NaN: not within)."""
+    import numpy as np
     a = np.array(col, dtype=float)
     return bool(((a >= lo) & (a <= hi)).all())
 
@@ -49,6 +48,7 @@ _LATENCY_ROW = itemgetter(*LATENCY_FIGURES, "stdev")
 
 def _latencies_ok(col) -> bool:
     """Every record's latency_us holds all its figures, each in range, min <= median <= max."""
+    import numpy as np
     a = np.array(list(map(_LATENCY_ROW, col)), dtype=float)
     figs, sd = a[:, :len(LATENCY_FIGURES)], a[:, -1]
     lo, mx, med = (a[:, LATENCY_FIGURES.index(k)] for k in ("min", "max", "median"))
@@ -138,6 +138,8 @@ class RecordChecker:
 
     def _column_keys(self, recs, cols):
         """The records' identity hashes where every check holds on the columns, else None."""
+        import numpy as np      # here, not at the top: a sweep of host transports never imports numpy
+
         n, get = len(recs), cols.get
         try:
             if get("confirm", (None,)).count(None) != len(get("confirm", (None,))):
