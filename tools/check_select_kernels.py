@@ -22,7 +22,15 @@ sheet's dense bf16 peak, comm_bench/select/gpus.py):
              (workload.flops_per_sample(executed=True)); FlashAttention's own benchmarks
              count the backward as 2.5 x the forward instead.
 
+  sustained  (--sustain SECONDS) the same kernels chained as one layer of a published run,
+             forward + backward, run without a pause for SECONDS per layer: the efficiency
+             per window of --window seconds, first window (a cool card, what the short
+             cases above see) to last (clocks and power as a training run holds them).
+             Log the clocks beside it: nvidia-smi --query-gpu=timestamp,clocks.sm,
+             power.draw,temperature.gpu --format=csv -l 1
+
     python tools/check_select_kernels.py --json out.json     # needs torch and a CUDA GPU
+    python tools/check_select_kernels.py --sustain 240 --json sustained.json
 """
 from __future__ import annotations
 
@@ -77,7 +85,71 @@ def timed(fn, reps=20, warm=5):
     return sorted(out)[len(out) // 2]
 
 
-def expert_rows(label, E, M, h, f, peak):
+SUSTAINED = {  # layer: (GEMMs (M, K, N) run forward + data + weight gradient, grouped experts, attention)
+    "llama3-405b-tp8-8k": (GEMMS[1:5], None, ATTENTION[0]),
+    "gpt-oss-120b-ep8-b4": (GEMMS[5:7], EXPERTS[1], ATTENTION[2]),
+    "llama3-405b-tp8-32k": (GEMMS[1:5], None, ATTENTION[1]),
+}
+
+
+def layer_pieces(gemms, experts, attention):
+    """(label, FLOPs as select counts them, closure) for each piece of one layer."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dev, bf = "cuda", torch.bfloat16
+    pieces = []
+    for label, M, K, N in gemms:
+        x, w, g = (torch.randn(*s, device=dev, dtype=bf) for s in ((M, K), (K, N), (M, N)))
+        pieces.append((label, 3 * 2.0 * M * N * K, lambda x=x, w=w, g=g: (x @ w, g @ w.T, x.T @ g)))
+    if experts:
+        label, E, M, h, f = experts
+        pieces.append((label + " experts", E * 3 * 2.0 * M * 3 * h * f,
+                       dict(expert_rows(label, E, M, h, f, 1.0, closures=True))["torch._grouped_mm"]))
+    label, b, h, kv, s, d = attention
+    q = torch.randn(b, h, s, d, device=dev, dtype=bf, requires_grad=True)
+    k, v = (torch.randn(b, kv, s, d, device=dev, dtype=bf, requires_grad=True) for _ in range(2))
+    g = torch.randn(b, h, s, d, device=dev, dtype=bf)
+
+    def attend():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv != h).backward(g)
+    pieces.append((label + " attention (cuDNN)", 3 * 4.0 * b * h * s * (s + 1) / 2 * d, attend))
+    return pieces
+
+
+def sustained_rows(layer, seconds, window, peak):
+    """The layer's pieces in a loop for `seconds`; per window, each piece's efficiency from
+    the CUDA events around it (read at the window's end, so the GPU never waits on the host
+    inside a window)."""
+    import time
+    import torch
+    pieces = layer_pieces(*SUSTAINED[layer])
+    rows, t0 = [], time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        marks, w0 = [], time.monotonic()
+        while time.monotonic() - w0 < window:
+            for _, _, fn in pieces:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                marks.append((a, b))
+            if len(marks) > 16 * len(pieces):   # the host stays at most 16 layers ahead
+                marks[-16 * len(pieces)][1].synchronize()
+        torch.cuda.synchronize()
+        n = len(marks) // len(pieces)
+        secs = [sum(marks[i + j * len(pieces)][0].elapsed_time(marks[i + j * len(pieces)][1])
+                    for j in range(n)) / 1e3 / n for i in range(len(pieces))]
+        flops = sum(f for _, f, _ in pieces)
+        rows.append({"kind": "sustained", "case": layer, "start_s": round(w0 - t0, 1), "layers": n,
+                     "seconds_per_layer": sum(secs), "efficiency": flops / sum(secs) / peak,
+                     "pieces": {lab: f / s / peak for (lab, f, _), s in zip(pieces, secs)}})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def expert_rows(label, E, M, h, f, peak, closures=False):
     """Forward + backward of E SwiGLU experts of M tokens each: per-expert matmuls, and one
     torch._grouped_mm per matrix where available."""
     import torch
@@ -110,6 +182,8 @@ def expert_rows(label, E, M, h, f, peak):
             y2 = torch._grouped_mm(af, v2.transpose(-2, -1), offs=offs)
             torch.autograd.backward([y1, y2], [g1f, gf])
         out.append(("torch._grouped_mm", grouped))
+    if closures:
+        return out
     rows = []
     for how, fn in out:
         try:
@@ -126,8 +200,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
     p.add_argument("--kinds", default="gemm,expert,cross_entropy,attention", help="comma-separated case kinds")
+    p.add_argument("--sustain", type=float, default=0, help="seconds per layer of the sustained run (only that)")
+    p.add_argument("--layers", default=",".join(SUSTAINED), help="comma-separated layers of the sustained run")
+    p.add_argument("--window", type=float, default=10.0, help="seconds per window of the sustained run")
     a = p.parse_args(argv)
-    kinds = set(a.kinds.split(","))
+    kinds = {"sustained"} if a.sustain else set(a.kinds.split(","))
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -169,8 +246,11 @@ def main(argv=None):
             rows.append({"kind": "attention", "case": label, "backend": backend.name, "batch": b, "heads": h,
                          "kv_heads": kv, "seq": s, "head_dim": d, "seconds": t, "tflops": counted / t / 1e12,
                          "efficiency": counted / t / peak})
+    for layer in a.layers.split(",") if "sustained" in kinds else []:
+        rows += sustained_rows(layer, a.sustain, a.window, peak)
     for r in rows:
-        print(json.dumps(r))
+        if r["kind"] != "sustained":            # sustained windows were printed as they came
+            print(json.dumps(r))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump({"device": name, "torch": torch.__version__, "peak_tflops": peak / 1e12, "cases": rows}, f,

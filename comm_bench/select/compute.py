@@ -31,12 +31,16 @@ GEMM_EFFICIENCY = 0.7        # share of the dense peak that transformer GEMMs re
 ELEMENTWISE_PASSES = 8       # times each kept activation byte crosses HBM per step (assumed)
 CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed)
 # Flash attention, forward + backward, causal, bf16: select's count (3 x the causal forward
-# FLOPs) / (seconds x the dense peak), measured by tools/check_select_kernels.py on one H200
-# (docs/benchmarks/selection-kernels-h200.json: torch's SDPA, the faster of its flash and
-# cuDNN backends: cuDNN at every case, torch 2.11), by head dimension and sequence
-# (log-linear in s between the points, held at the ends). Hopper GPUs share SMs and clocks
-# (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency (not measured there).
-ATTENTION_EFFICIENCY = {64: [(4096, 0.327)], 128: [(8192, 0.421), (32768, 0.479)]}
+# FLOPs) / (seconds x the dense peak), measured by tools/check_select_kernels.py on H200s
+# (torch's SDPA, cuDNN backend, torch 2.11), by head dimension and sequence (log-linear in s
+# between the points, held at the ends). Sustained figures: the kernel inside its layer's
+# GEMMs, run for minutes at the 700 W cap as training holds the card (SM ~1,450-1,530 MHz;
+# docs/benchmarks/selection-kernels-sustained-h200.json, mean of two machines where both
+# ran it); alone on a cool card it reads 10-20% higher (0.327 / 0.421 / 0.479,
+# selection-kernels-h200.json), which a training step never sees. The GEMMs in the same
+# mixes read 0.66-0.75, so GEMM_EFFICIENCY stays. Hopper GPUs share SMs, clocks and the
+# 700 W cap (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency.
+ATTENTION_EFFICIENCY = {64: [(4096, 0.270)], 128: [(8192, 0.340), (32768, 0.433)]}
 MEASURED_ON = ("H100", "H200", "GH200")
 # A MoE layer's routed experts, forward + backward (data and weight gradients), bf16: FLOPs /
 # (seconds x the dense peak) by the tokens M each expert gets per micro-batch, measured on
