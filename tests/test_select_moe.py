@@ -130,3 +130,87 @@ def test_ring_attention_sends_by_hand(tmp_path):
     assert ring["count"] == c["microbatches"] * 7 * 4 * 32                 # full recomputation: 4 per step
     assert ring["bytes"] == pytest.approx(ring["count"] * chunk)
     assert any("--context-parallel-size 8" in line for line in c["config"])
+
+
+def test_module_recomputation_by_hand(tmp_path):
+    """Megatron-Core's --recompute-modules layernorm moe_act on gpt-oss-120b (h = f_e = 2,880,
+    k = 4, SwiGLU), sequence parallel off at tp 1: per token per layer it drops the two norms'
+    outputs (2 h) and one f_e per routed expert (the gate x up product), 2 bytes each, and
+    costs no GEMM; torchtitan and DeepSpeed have no such option: named, not priced."""
+    from comm_bench.select import memory as M
+    from comm_bench.select.predict import predict
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    res = select(docs, model="gpt-oss-120b", micro_batch=1, recompute="modules:layernorm,moe_act", gpu_mem="400GB")
+    w, cl, lm, comp, ov, hr = res["context"]
+    tokens = w["seq_len"]
+    none = M.layer_activation_bytes(w, 1, 1, "none")
+    for rc, saved in (("modules:layernorm", 2 * 2880), ("modules:moe_act", 4 * 2880),
+                      ("modules:layernorm,moe_act", 2 * 2880 + 4 * 2880)):
+        assert none - M.layer_activation_bytes(w, 1, 1, rc) == pytest.approx(2 * saved * tokens)
+    shape = {"layout": "x", "kind": "megatron", "tp": 1, "cp": 1, "pp": 1, "dp": 16, "ep": 8}
+    mod = predict(shape, w, cl, lm, comp, ov, hr)
+    plain = predict(shape, dict(w, recompute="none"), cl, lm, comp, ov, hr)
+    assert mod["recompute"] == "modules:layernorm,moe_act"
+    assert any("--recompute-granularity selective --recompute-modules layernorm moe_act" in line
+               for line in mod["config"])
+    assert 0 < mod["step_s"] - plain["step_s"] < 0.01 * plain["step_s"]   # element-wise re-runs only
+    titan = predict(dict(shape, kind="fsdp-tp"), w, cl, lm, comp, ov, hr)
+    assert not titan["feasible"] and "Megatron-Core's --recompute-modules" in titan["reason"]
+
+
+def test_bf16_gradient_reduction_halves_megatron_gradients(tmp_path):
+    """--grad-reduce bf16 (Megatron's --grad-reduce-in-bf16): 2 B gradients instead of the fp32
+    main gradients' 4, both in memory and in the gradient reduce-scatter's bytes."""
+    from comm_bench.select.predict import predict
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    shape = {"layout": "x", "kind": "megatron", "tp": 2, "cp": 1, "pp": 1, "dp": 8, "ep": 1}
+    out = {}
+    for g in ("fp32", "bf16"):
+        res = select(docs, model="llama3-8b", micro_batch=1, grad_reduce=g)
+        w, cl, lm, comp, ov, hr = res["context"]
+        out[g] = predict(shape, w, cl, lm, comp, ov, hr, force=("full", False, True))
+    from comm_bench.select.step import split_params
+    psi = split_params(w, shape)[0]
+    assert out["fp32"]["model_states_gb"] - out["bf16"]["model_states_gb"] == pytest.approx(2 * psi / 1e9, abs=1e-3)
+    grads = {g: sum(i["bytes"] for i in o["collectives"] if "gradient" in i["what"]) for g, o in out.items()}
+    assert grads["bf16"] == pytest.approx(grads["fp32"] / 2)
+    assert any("--grad-reduce-in-bf16" in line for line in out["bf16"]["config"])
+    assert not any("--grad-reduce-in-bf16" in line for line in out["fp32"]["config"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "llama3-8b", "--recompute", "modules:moe_act"], "moe_act needs a mixture of experts"),
+    (["--params", "1B", "--recompute", "modules:layernorm"], "needs a model shape"),
+])
+def test_module_recomputation_refused_where_it_means_nothing(tmp_path, capsys, args, message):
+    from comm_bench import cli
+    doc = SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["select", doc, *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_moe_answers_say_their_compute_is_unverified(tmp_path):
+    """A MoE answer priced from FLOPs says that published MoE runs came out slower than
+    predicted and how to plan from a measured step; given --mfu it no longer says so. A
+    Megatron answer names the fp32 gradients it assumes unless --grad-reduce bf16."""
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    moe = "mixture of experts: predicted faster than every published MoE run"
+    assumed = lambda **kw: select(docs, model="mixtral-8x7b", **kw)["recommendation"]["assumed"]  # noqa: E731
+    assert any(line.startswith(moe) for line in assumed())
+    assert not any(line.startswith(moe) for line in assumed(mfu=0.3))
+    dense = select(docs, model="llama3-8b", micro_batch=1, recompute="none")
+    assert not any(line.startswith(moe) for line in dense["recommendation"]["assumed"])
+    from comm_bench.select.answer import assumptions
+    from comm_bench.select.predict import predict
+    shape = {"layout": "x", "kind": "megatron", "tp": 4, "cp": 1, "pp": 4, "dp": 1, "ep": 1}
+    for g, said in (("fp32", True), ("bf16", False)):
+        w, cl, lm, comp, ov, hr = select(docs, model="llama3-70b", grad_reduce=g)["context"]
+        c = predict(shape, w, cl, lm, comp, ov, hr)
+        lines = assumptions(w, cl, lm, c, comp)
+        assert any(line.startswith("gradients: fp32 main gradients") for line in lines) == said

@@ -41,6 +41,9 @@ def _count(ctx, param, value):
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
 @click.option("--recompute", type=click.Choice(("auto",) + RECOMPUTE), default="auto", show_default=True,
               help="Activation recomputation; auto: the cheapest that fits, named in the answer.")
+@click.option("--grad-reduce", type=click.Choice(("fp32", "bf16")), default="fp32", show_default=True,
+              help="Megatron-Core's gradient buffer and its reduction: fp32 (its default, 4 B per parameter) "
+                   "or bf16 (--grad-reduce-in-bf16; Megatron-Bridge's grad_reduce_in_fp32=False).")
 @click.option("--attention", type=click.Choice(ATTENTION), default=None,
               help="flash: kernels that keep no score matrix (default); unfused: 2021-style attention "
                    "(the Megatron SC'21 presets).")

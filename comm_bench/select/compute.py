@@ -174,6 +174,17 @@ class Compute:
         passes = 2 + W.recompute_share(recompute)
         return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
 
+    def module_recompute_seconds(self, b, tp, layer_share, recompute):
+        """HBM time of Megatron-Core's module recomputation in backward: each norm reads and
+        writes h per token (layernorm), each routed expert reads gate and up and writes their
+        product, 3 f_e per token copy (moe_act)."""
+        w, modules = self.w, SH.recompute_modules(recompute)
+        if not modules:
+            return 0.0
+        elems = (4 * w["hidden"] * w["layers"] if "layernorm" in modules else 0) + (
+            3 * w["expert_ffn"] * w["experts_per_token"] * SH.moe_layers(w) if "moe_act" in modules else 0)
+        return layer_share * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
+
     def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
         experts of MoE layers 1/ep), and the output layer when `logits` (it runs on the last
@@ -198,7 +209,8 @@ class Compute:
                 + (experts / (self.peak * self.expert_efficiency(b, ep)) if experts else 0.0)
                 + ELEMENTWISE_PASSES * kept / self.hbm
                 + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
-                + self.permute_seconds(b, tp, layer_share, recompute, ep))
+                + self.permute_seconds(b, tp, layer_share, recompute, ep)
+                + self.module_recompute_seconds(b, tp, layer_share, recompute))
 
 
 def gpu_figures(cluster, gpu_name=None):

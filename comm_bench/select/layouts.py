@@ -94,6 +94,8 @@ def stage_layers(L, pp):
 def state_bytes(kind, w):
     """{p, g, k} bytes per parameter, and the bytes per gradient element reduced."""
     b = MEGATRON_BYTES[w["precision"]] if kind == "megatron" else w["bytes"]
+    if kind == "megatron" and w.get("grad_reduce") == "bf16" and w["precision"] == "bf16":
+        b = dict(b, g=2)                      # --grad-reduce-in-bf16: a bf16 gradient buffer, reduced in bf16
     return b, b["g"]
 
 
@@ -122,10 +124,14 @@ def config_lines(c, w):
             flags.append("--use-distributed-optimizer")
         if c["sequence_parallel"]:
             flags.append("--sequence-parallel")
+        if w.get("grad_reduce") == "bf16" and w["precision"] == "bf16":
+            flags.append("--grad-reduce-in-bf16")
         if rc == "selective":
             flags.append("--recompute-activations")
         elif rc == "full":
             flags.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+        elif rc.startswith("modules:"):
+            flags.append("--recompute-granularity selective --recompute-modules " + rc.split(":")[1].replace(",", " "))
         elif rc.startswith("partial:"):
             every = int(rc.split(":")[1])
             flags.append(f"--recompute-granularity full --recompute-method block --recompute-num-layers "
@@ -167,7 +173,7 @@ def _torchtitan(c, w):
     """torchtitan's TOML settings (one device mesh: dp_shard x cp x tp, pp, ep) for candidate c."""
     rc = c["recompute"]
     ac = (f'selective", selective_ac_option = "{rc.split(":")[1]}' if rc.startswith("partial:")
-          else {"none": "none", "selective": "selective", "full": "full"}[rc])
+          else {"none": "none", "selective": "selective", "full": "full"}.get(rc, "none"))
     par = [f"data_parallel_shard_degree = {c['dp']}", f"tensor_parallel_degree = {c['tp']}",
            f"context_parallel_degree = {c.get('cp', 1)}", f"pipeline_parallel_degree = {c['pp']}",
            f"expert_parallel_degree = {c.get('ep', 1)}",

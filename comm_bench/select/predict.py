@@ -41,11 +41,20 @@ def overlap_for(overlap, dp_placement, mechanism="backward"):
     return DEFAULT_OVERLAP[scope], f"{scope} default, {'measured' if scope == 'intra-node' else 'assumed'}"
 
 
+def _modules(w, kind):
+    """The module recomputations auto tries for a shaped model under Megatron-Core (no other
+    framework has them): the norms' outputs, then the experts' activations too (MoE)."""
+    if "ffn_hidden" not in w or kind != "megatron":
+        return []
+    return ["modules:layernorm"] + (["modules:layernorm,moe_act"] if w.get("experts") else [])
+
+
 def configs(kind, tp, w):
     """Memory switches in order of cost: (recompute, distributed optimizer, sequence parallel,
     reshard after forward)."""
     rcs = [w["recompute"]] if w["recompute"] != "auto" else (
-        ["none", *PARTIAL, "full"] if w["attention"] == "flash" else ["none", "selective", *PARTIAL, "full"])
+        ["none", *_modules(w, kind), *PARTIAL, "full"] if w["attention"] == "flash"
+        else ["none", "selective", *PARTIAL, "full"])
     if w["kind"] != "transformer":
         rcs = ["none"]
     if kind == "fsdp-tp":                     # torchtitan: sequence parallel with TP; keep, then reshard

@@ -96,6 +96,18 @@ def forward_flops_per_token(s, seq, causal=False):
     return 2.0 * matmul + s["layers"] * attention_flops_per_token(s, seq, causal)
 
 
+# Megatron-Core's --recompute-granularity selective --recompute-modules: element-wise modules
+# whose outputs backward recomputes instead of keeping (no GEMM is redone): `layernorm`, the
+# two norms' outputs (the inputs of the QKV and first MLP projections), and `moe_act`, the
+# routed experts' activation output (SwiGLU's gate x up product, GeLU's output).
+MODULE_RECOMPUTE = ("modules:layernorm", "modules:moe_act", "modules:layernorm,moe_act")
+
+
+def recompute_modules(recompute):
+    """{'layernorm', 'moe_act'} named by a modules:... recomputation, else empty."""
+    return set(recompute.split(":", 1)[1].split(",")) if recompute.startswith("modules:") else set()
+
+
 def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2):
     """Bytes one layer keeps for backward per token (16-bit elements; flash attention keeps
     no score matrix; no dropout), generalising Korthikanti et al. 2022 (arXiv 2205.05198)
@@ -104,7 +116,8 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     and the attention output (h_q) for flash attention's backward; the MLP's intermediates
     (SwiGLU: gate, up and their product, 3 f; GeLU: its input and output, 2 f). A MoE layer
     keeps the intermediates of each of the k routed experts (+ shared experts) per token and
-    their inputs (h each). full recomputation keeps the layer input only."""
+    their inputs (h each). full recomputation keeps the layer input only; modules:
+    recomputation drops the norms' outputs (layernorm) and one f per routed expert (moe_act)."""
     h = s["hidden"]
     shared = (2 * h) if sp else 2 * h * tp      # LN inputs, in elements x tp (divided below)
     if recompute == "full":
@@ -113,10 +126,11 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     hq = s["heads"] * (m["qk_nope"] + m["qk_rope"] if m else head_dim(s))
     hkv = s["heads"] * (m["qk_nope"] + m["qk_rope"] + m["v"]) / 2 if m else s["kv_heads"] * head_dim(s)
     hv = s["heads"] * m["v"] if m else hq
-    linear_in = (2 * h) if sp else 2 * h * tp
+    modules = recompute_modules(recompute)
+    linear_in = 0 if "layernorm" in modules else (2 * h) if sp else 2 * h * tp
     attn = hq + 2 * hkv + hv
     if moe:
-        per_expert = h + (3 if s["glu"] else 2) * s["expert_ffn"]
+        per_expert = h + ((3 if s["glu"] else 2) - ("moe_act" in modules)) * s["expert_ffn"]
         mlp = (s["experts_per_token"] + s.get("shared_experts", 0)) * per_expert
     else:
         mlp = (3 if s["glu"] else 2) * s["ffn_hidden"]

@@ -76,7 +76,8 @@ PRECISIONS = {
             "note": "fp32 parameters and gradients, bf16 compute (torch.autocast), Adam fp32"},
     "fp32": {"p": 4, "g": 4, "k": 8, "act": 4, "note": "fp32 throughout, Adam fp32"},
 }
-RECOMPUTE = ("none", "selective", "full")     # select also takes "auto": the cheapest that fits
+# select also takes "auto": the cheapest that fits; modules:... are Megatron-Core's (shapes.py)
+RECOMPUTE = ("none", "selective", *SH.MODULE_RECOMPUTE, "full")
 # per-layer recomputation: every K-th layer of a stage recomputed in full (torchtitan's
 # selective_ac_option = "K"; Megatron-Core's --recompute-method block), tried by "auto"
 PARTIAL = ("partial:4", "partial:2")
@@ -190,6 +191,11 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     if recompute not in RECOMPUTE + ("auto",):
         raise UsageError(f"unknown --recompute {recompute!r} (auto, {', '.join(RECOMPUTE)})")
     w["recompute"] = recompute if w["kind"] == "transformer" else "none"
+    modules = SH.recompute_modules(w["recompute"])
+    if modules and "ffn_hidden" not in w:
+        raise UsageError(f"--recompute {recompute} needs a model shape (a --model preset of today, or --ffn-hidden)")
+    if "moe_act" in modules and not w.get("experts"):
+        raise UsageError(f"--recompute {recompute}: moe_act needs a mixture of experts (--experts)")
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
