@@ -1,7 +1,8 @@
 """One gpt-oss-120b transformer layer on one GPU at ep 8, forward + backward by piece (the
 device half of tools/check_select_moe_layer.py, which sends this file inline, compressed,
-since the device machine runs another checkout). Plain PyTorch, bf16. Prints and writes
-JSON to $OUT/moe_layer.json (or argv[1])."""
+since the device machine runs another checkout). Plain PyTorch, bf16. Also the bytes per
+token autograd keeps from the forward for the backward (kept_bytes_per_token). Prints and
+writes JSON to $OUT/moe_layer.json (or argv[1])."""
 import json
 import os
 import sys
@@ -170,6 +171,20 @@ def case(b):
         return x + torch.zeros_like(x).index_add(0, a // K, z)
 
     m("whole_layer", layer, (x, ln1, wqkv, wo, ln2, wr, w1, w2))
+
+    def kept(f, ins):
+        """Bytes per token that autograd keeps from f's forward for its backward: allocated
+        after the forward, less before it and less the output itself."""
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        out = f(*ins)
+        torch.cuda.synchronize()
+        n = torch.cuda.memory_allocated() - before - out.numel() * out.element_size()
+        del out
+        return n / T
+    r["kept_bytes_per_token"] = {"whole_layer": kept(layer, (x, ln1, wqkv, wo, ln2, wr, w1, w2)),
+                                 "attention_block": kept(attn, (x, ln1, wqkv, wo)),
+                                 "experts": kept(best, (xs, w1, w2))}
     r["experts"] = min(r["experts_loop"], r.get("experts_grouped_mm", 1e9))
     r["sum_of_pieces"] = r["attention_block"] + r["router"] + r["permute"] + r["experts"] + r["unpermute"]
     return r
