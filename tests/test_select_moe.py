@@ -214,3 +214,45 @@ def test_moe_answers_say_their_compute_is_unverified(tmp_path):
         c = predict(shape, w, cl, lm, comp, ov, hr)
         lines = assumptions(w, cl, lm, c, comp)
         assert any(line.startswith("gradients: fp32 main gradients") for line in lines) == said
+
+
+def test_fp8_linear_layers_by_hand(tmp_path):
+    """--precision fp8 on H100: the linear layers' FLOPs at the FP8 peak (1,979) x the measured
+    FP8 efficiency, attention at bf16's, plus 6 bytes per cast operand element; the kept
+    projection inputs at 1 byte, with the output projection's own copy of the attention output
+    (llama3-8b: h 4,096, f 14,336, h_v 4,096: 2 h + f - h_v bytes less per token and layer)."""
+    from comm_bench.select import compute as CM
+    from comm_bench.select import memory as M
+    from comm_bench.select import shapes as SH
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))]
+    runs = {p: select(docs, model="llama3-8b", micro_batch=1, precision=p, gpu="H100")["context"] for p in ("bf16", "fp8")}
+    (wb, *_, cb, _, _), (w8, *_, c8, _, _) = runs["bf16"], runs["fp8"]
+    h, f, s = 4096, 14336, w8["seq_len"]
+    assert M.layer_activation_bytes(wb, 1) - M.layer_activation_bytes(w8, 1) == pytest.approx((2 * h + f - h) * s)
+    io = 32 * SH.linear_io_per_token(w8)
+    assert c8.fp8_cast_seconds(1, 1, 1.0) == pytest.approx(6 * io * s / 3.35e12)
+    from comm_bench.select import workload as W
+    gemm = W.flops_per_sample(w8, "none", executed=True) - W.attention_flops_per_sample(w8, "none", executed=True)
+    attn = W.attention_flops_per_sample(w8, "none", executed=True)
+    kept = M.layer_activation_bytes(w8, 1, 1, "none") * 32
+    expect = (gemm / (1979e12 * CM.FP8_GEMM_EFFICIENCY) + attn / (989e12 * c8.attention_efficiency())
+              + CM.ELEMENTWISE_PASSES * kept / 3.35e12 + 6 * io * s / 3.35e12)
+    assert c8.seconds(1) == pytest.approx(expect)
+    assert c8.seconds(1) < 0.75 * cb.seconds(1)
+
+
+def test_fp8_configuration_lines_and_refusal(tmp_path, capsys):
+    from comm_bench import cli
+    from comm_bench.select.predict import predict
+    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))]
+    w, cl, lm, comp, ov, hr = select(docs, model="llama3-8b", micro_batch=1, precision="fp8", gpu="H100")["context"]
+    lines = {k: predict({"layout": "x", "kind": k, "tp": t, "cp": 1, "pp": 1, "dp": 8 // t, "ep": 1}, w, cl, lm,
+                        comp, ov, hr)["config"] for k, t in (("megatron", 2), ("fsdp", 1), ("fsdp-tp", 2), ("zero-1", 1))}
+    assert any("--fp8-format hybrid --fp8-recipe tensorwise" in x for x in lines["megatron"])
+    assert any("convert_to_float8_training" in x for x in lines["fsdp"])
+    assert any('converters = ["float8"]' in x for x in lines["fsdp-tp"])
+    assert any("Float8CurrentScaling" in x for x in lines["zero-1"])
+    with pytest.raises(SystemExit) as e:
+        cli.main(["select", docs[0], "--model", "llama3-8b", "--precision", "fp8", "--gpu", "A100"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no FP8 tensor cores" in err and len(err.strip().splitlines()) == 1

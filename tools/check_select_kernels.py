@@ -22,6 +22,10 @@ sheet's dense bf16 peak, comm_bench/select/gpus.py):
              (workload.flops_per_sample(executed=True)); FlashAttention's own benchmarks
              count the backward as 2.5 x the forward instead.
 
+  fp8        forward, data and weight gradient of a linear layer as three FP8 GEMMs (e4m3,
+             per-tensor scales, bf16 out; torch._scaled_mm), Llama 3 8B / 70B / 405B at the
+             tensor-parallel sizes of NeMo's FP8 runs; efficiency against the FP8 dense peak
+             (2 x the bf16 peak on Hopper). The casts to FP8 are not timed.
   sustained  (--sustain SECONDS) the same kernels chained as one layer of a published run,
              forward + backward, run without a pause for SECONDS per layer: the efficiency
              per window of --window seconds, first window (a cool card, what the short
@@ -85,27 +89,59 @@ def timed(fn, reps=20, warm=5):
     return sorted(out)[len(out) // 2]
 
 
+FP8_GEMMS = [  # Llama 3 at the tensor-parallel sizes of NeMo's 25.11 FP8 runs on H100, 8,192 tokens
+    ("llama3-8b tp1 QKV", 8192, 4096, 4096 + 2 * 8 * 128),
+    ("llama3-8b tp1 attention out", 8192, 4096, 4096),
+    ("llama3-8b tp1 gate+up", 8192, 4096, 2 * 14336),
+    ("llama3-8b tp1 down", 8192, 14336, 4096),
+    ("llama3-70b tp4 QKV", 8192, 8192, (8192 + 2 * 8 * 128) // 4),
+    ("llama3-70b tp4 attention out", 8192, 8192 // 4, 8192),
+    ("llama3-70b tp4 gate+up", 8192, 8192, 2 * 28672 // 4),
+    ("llama3-70b tp4 down", 8192, 28672 // 4, 8192),
+] + [(f"{label}, cp2", 4096, K, N) for label, _, K, N in GEMMS[1:5]]
 SUSTAINED = {  # layer: (GEMMs (M, K, N) run forward + data + weight gradient, grouped experts, attention)
     "llama3-405b-tp8-8k": (GEMMS[1:5], None, ATTENTION[0]),
     "gpt-oss-120b-ep8-b4": (GEMMS[5:7], EXPERTS[1], ATTENTION[2]),
     "llama3-405b-tp8-32k": (GEMMS[1:5], None, ATTENTION[1]),
+    "llama3-70b-tp4-8k": (FP8_GEMMS[4:8], None, ("llama3-70b tp4, 8K", 1, 64 // 4, 8 // 4, 8192, 128)),
+    # the same with FP8 GEMMs (per-tensor scaled e4m3, torch._scaled_mm) beside bf16 cuDNN attention
+    "llama3-70b-tp4-8k-fp8": (FP8_GEMMS[4:8], None, ("llama3-70b tp4, 8K", 1, 64 // 4, 8 // 4, 8192, 128), True),
 }
 
 
-def layer_pieces(gemms, experts, attention):
-    """(label, FLOPs as select counts them, closure) for each piece of one layer."""
+def fp8_gemm(M, K, N):
+    """Forward, data and weight gradient of an (M x K) @ (K x N) linear layer as FP8 GEMMs
+    (e4m3 operands, per-tensor scales, bf16 out: cuBLASLt through torch._scaled_mm, which takes
+    a row-major first and a column-major second operand)."""
+    import torch
+    f8, one = torch.float8_e4m3fn, torch.ones((), device="cuda")
+
+    def pair(m, k, n):
+        a = torch.randn(m, k, device="cuda").to(f8)
+        b = torch.randn(n, k, device="cuda").to(f8).T
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    calls = [pair(M, K, N), pair(M, N, K), pair(K, M, N)]
+    return lambda: [c() for c in calls]
+
+
+def layer_pieces(gemms, experts, attention, fp8=False):
+    """(label, FLOPs as select counts them, closure, its peak as a multiple of the bf16 peak)
+    for each piece of one layer."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dev, bf = "cuda", torch.bfloat16
     pieces = []
     for label, M, K, N in gemms:
+        if fp8:
+            pieces.append((label + " (fp8)", 3 * 2.0 * M * N * K, fp8_gemm(M, K, N), 2))
+            continue
         x, w, g = (torch.randn(*s, device=dev, dtype=bf) for s in ((M, K), (K, N), (M, N)))
-        pieces.append((label, 3 * 2.0 * M * N * K, lambda x=x, w=w, g=g: (x @ w, g @ w.T, x.T @ g)))
+        pieces.append((label, 3 * 2.0 * M * N * K, lambda x=x, w=w, g=g: (x @ w, g @ w.T, x.T @ g), 1))
     if experts:
         label, E, M, h, f = experts
         pieces.append((label + " experts", E * 3 * 2.0 * M * 3 * h * f,
-                       dict(expert_rows(label, E, M, h, f, 1.0, closures=True))["torch._grouped_mm"]))
+                       dict(expert_rows(label, E, M, h, f, 1.0, closures=True))["torch._grouped_mm"], 1))
     label, b, h, kv, s, d = attention
     q = torch.randn(b, h, s, d, device=dev, dtype=bf, requires_grad=True)
     k, v = (torch.randn(b, kv, s, d, device=dev, dtype=bf, requires_grad=True) for _ in range(2))
@@ -114,7 +150,7 @@ def layer_pieces(gemms, experts, attention):
     def attend():
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv != h).backward(g)
-    pieces.append((label + " attention (cuDNN)", 3 * 4.0 * b * h * s * (s + 1) / 2 * d, attend))
+    pieces.append((label + " attention (cuDNN)", 3 * 4.0 * b * h * s * (s + 1) / 2 * d, attend, 1))
     return pieces
 
 
@@ -129,7 +165,7 @@ def sustained_rows(layer, seconds, window, peak):
     while time.monotonic() - t0 < seconds:
         marks, w0 = [], time.monotonic()
         while time.monotonic() - w0 < window:
-            for _, _, fn in pieces:
+            for _, _, fn, _ in pieces:
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
                 fn()
@@ -141,10 +177,10 @@ def sustained_rows(layer, seconds, window, peak):
         n = len(marks) // len(pieces)
         secs = [sum(marks[i + j * len(pieces)][0].elapsed_time(marks[i + j * len(pieces)][1])
                     for j in range(n)) / 1e3 / n for i in range(len(pieces))]
-        flops = sum(f for _, f, _ in pieces)
+        flops = sum(p[1] for p in pieces)
         rows.append({"kind": "sustained", "case": layer, "start_s": round(w0 - t0, 1), "layers": n,
                      "seconds_per_layer": sum(secs), "efficiency": flops / sum(secs) / peak,
-                     "pieces": {lab: f / s / peak for (lab, f, _), s in zip(pieces, secs)}})
+                     "pieces": {lab: f / s / (peak * x) for (lab, f, _, x), s in zip(pieces, secs)}})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -199,7 +235,7 @@ def expert_rows(label, E, M, h, f, peak, closures=False):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
-    p.add_argument("--kinds", default="gemm,expert,cross_entropy,attention", help="comma-separated case kinds")
+    p.add_argument("--kinds", default="gemm,expert,cross_entropy,attention,fp8", help="comma-separated case kinds")
     p.add_argument("--sustain", type=float, default=0, help="seconds per layer of the sustained run (only that)")
     p.add_argument("--layers", default=",".join(SUSTAINED), help="comma-separated layers of the sustained run")
     p.add_argument("--window", type=float, default=10.0, help="seconds per window of the sustained run")
@@ -218,6 +254,10 @@ def main(argv=None):
         t = timed(lambda: x @ y)
         rows.append({"kind": "gemm", "case": label, "M": M, "K": K, "N": N, "seconds": t,
                      "tflops": 2 * M * N * K / t / 1e12, "efficiency": 2 * M * N * K / t / peak})
+    for label, M, K, N in FP8_GEMMS if "fp8" in kinds else []:   # efficiency against the FP8 peak, 2 x bf16's
+        t = timed(fp8_gemm(M, K, N))
+        rows.append({"kind": "fp8", "case": label, "M": M, "K": K, "N": N, "seconds": t,
+                     "tflops": 3 * 2 * M * N * K / t / 1e12, "efficiency": 3 * 2 * M * N * K / t / (2 * peak)})
     for label, E, M, h, f in EXPERTS if "expert" in kinds else []:
         rows += expert_rows(label, E, M, h, f, peak)
     for label, T, V in CROSS_ENTROPY if "cross_entropy" in kinds else []:

@@ -57,24 +57,31 @@ BRIDGE = ("NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container, DGX
           "(docs.nvidia.com/nemo/megatron-bridge/latest/performance-summary.html; "
           "docs/performance-summary.md of NVIDIA-NeMo/Megatron-Bridge)")
 # model, system, GPUs, published layout (kind, tp, cp, pp, ep, micro-batch or None, v or None),
-# seq, global batch, recompute, gradient reduction, metric, published figure, source.
+# seq, global batch, recompute, gradient reduction, precision, metric, published figure, source.
 # gpt-oss: the 25.11 recipe (Megatron-Bridge scripts/performance/configs/gpt_oss/
 # gpt_oss_workload_base_configs.py) recomputes the norms and the experts' activation
 # (recompute_modules = ["layernorm", "moe_act"]) and reduces gradients in bf16
 # (grad_reduce_in_fp32 = False); H100 micro-batch 1 from the recipe's H100 config, since the
-# table's H100 row (MBS 4, GA 2 at DP 16) contradicts itself (512 / (4 x 16) = 8)
+# table's H100 row (MBS 4, GA 2 at DP 16) contradicts itself (512 / (4 x 16) = 8).
+# Llama 3 70B / 3.1 405B FP8-CS on H100: the 25.11 table's layouts (the recipe's
+# LLAMA3_70B_ / LLAMA31_405B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG agree), micro-batch 1,
+# no recomputation, bf16 gradients (set_llama3_common_configs); model TFLOP/s as the table.
 OSS_RC = "modules:layernorm,moe_act"
 RUNS = [
-    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "tflops", 430,
-     LLAMA3),
-    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "tflops", 400,
-     LLAMA3),
-    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 16, 16, 1, 1, None), 131072, 128, "none", "fp32", "tflops", 380,
-     LLAMA3),
-    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, 1, 1), 4096, 512, OSS_RC, "bf16", "tokens", 5630,
+    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
+     430, LLAMA3),
+    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
+     400, LLAMA3),
+    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 16, 16, 1, 1, None), 131072, 128, "none", "fp32", "bf16",
+     "tflops", 380, LLAMA3),
+    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, 1, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 5630,
      BRIDGE.format(sys="H100")),
-    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, 4, 1), 4096, 512, OSS_RC, "bf16", "tokens", 8213,
+    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, 4, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 8213,
      BRIDGE.format(sys="B200")),
+    ("llama3-70b", "H100", 64, ("megatron", 4, 1, 8, 1, 1, 5), 8192, 128, "none", "bf16", "fp8", "tokens", 1602,
+     BRIDGE.format(sys="H100")),
+    ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, 1, 8), 8192, 512, "none", "bf16", "fp8", "tokens", 292,
+     BRIDGE.format(sys="H100")),
 ]
 
 
@@ -96,13 +103,14 @@ def model_tflops(w, c, gpus, causal=False):
     return c["global_batch"] * W.flops_per_sample(w, executed=causal) / c["step_s"] / gpus / 1e12
 
 
-def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_reduce, metric, published, source):
+def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_reduce, precision, metric, published,
+              source):
     from comm_bench.select import select
     from comm_bench.select.facts import TIE
     from comm_bench.select.predict import predict
     kind, tp, cp, pp, ep, mb, v = layout
     res = select(documents(folder, system), model=model, nodes=gpus // 8, seq_len=seq, global_batch=gb,
-                 micro_batch=mb, recompute=recompute, grad_reduce=grad_reduce)
+                 micro_batch=mb, recompute=recompute, grad_reduce=grad_reduce, precision=precision)
     w, cl, lm, comp, overlap, headroom = res["context"]
     shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep}
     # Llama 3 (torchtitan-like FSDP): no resharding after forward, as the paper states

@@ -37,7 +37,8 @@ def _count(ctx, param, value):
               help="Samples per step over all GPUs (default: the preset's published recipe; else one "
                    "micro-batch per GPU).")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), default="bf16", show_default=True,
-              help="bf16: bf16 params/grads + fp32 master/Adam; amp: fp32 params/grads, bf16 compute.")
+              help="bf16: bf16 params/grads + fp32 master/Adam; amp: fp32 params/grads, bf16 compute; "
+                   "fp8: bf16 with the linear layers' GEMMs in FP8 (per-tensor current scaling).")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
 @click.option("--recompute", type=click.Choice(("auto",) + RECOMPUTE), default="auto", show_default=True,
               help="Activation recomputation; auto: the cheapest that fits, named in the answer.")

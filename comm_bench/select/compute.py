@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import UsageError
 from . import gpus as GP
 from . import memory as M
 from . import shapes as SH
@@ -41,6 +42,17 @@ CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed
 # mixes read 0.66-0.75, so GEMM_EFFICIENCY stays. Hopper GPUs share SMs, clocks and the
 # 700 W cap (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency.
 ATTENTION_EFFICIENCY = {64: [(4096, 0.270)], 128: [(8192, 0.340), (32768, 0.433)]}
+# --precision fp8: the linear layers' GEMMs (forward, data and weight gradients; routed
+# experts too, not measured apart) run at this share of the dense FP8 peak on Hopper:
+# e4m3 GEMMs with per-tensor scales (torch._scaled_mm) inside a Llama 3 70B tp4 layer beside
+# bf16 cuDNN attention, 60 s at the 700 W cap, FLOP-weighted (0.58-0.65 by shape; alone on a
+# cool card 0.51-0.66; docs/benchmarks/selection-kernels-fp8-h200.json). Elsewhere the
+# GEMM_EFFICIENCY of the FP8 peak, assumed.
+FP8_GEMM_EFFICIENCY = 0.63
+# Bytes per element to cast a GEMM operand to FP8 with current scaling (Transformer Engine's
+# Float8CurrentScaling, torchao's tensorwise): read bf16 for the amax, read it again and
+# write e4m3 row-wise plus the transposed copy the other GEMM needs: 2 + 2 + 1 + 1.
+FP8_CAST_BYTES = 6
 MEASURED_ON = ("H100", "H200", "GH200")
 # A MoE layer's routed experts, forward + backward (data and weight gradients), bf16: FLOPs /
 # (seconds x the dense peak) by the tokens M each expert gets per micro-batch, measured on
@@ -53,7 +65,6 @@ EXPERT_EFFICIENCY = [(1024, 0.643), (4096, 0.634), (16384, 0.653)]
 def measured_gemm_efficiency(path, peak_tflops):
     """[(hidden, efficiency)] of a tools/bench_train_step.py file (its cases' local compute)."""
     import json
-    from ..errors import UsageError
     from ..results.safefile import read_bounded
     raw = read_bounded(path, "bench_train_step file")
     try:
@@ -80,6 +91,12 @@ class Compute:
         if w["precision"] == "fp32" and not gpu_tflops:
             peak /= 2
         self.peak = peak * 1e12
+        self.fp8_peak = None
+        if w["precision"] == "fp8":
+            if not (gpu_tflops or gpu.get("fp8_tflops")):
+                raise UsageError(f"--precision fp8: the {gpu.get('name') or 'GPU'} has no FP8 tensor cores "
+                                 f"(H100, H200, GH200, B200, L40S have; or give --gpu-tflops)")
+            self.fp8_peak = 2 * gpu_tflops * 1e12 if gpu_tflops else gpu["fp8_tflops"] * 1e12
         self.hbm = gpu["hbm_tbs"] * 1e12
         if step_time is not None:
             self.note = f"--step-time {step_time:g} s per micro-batch of {w['micro_batch']} (given)"
@@ -98,6 +115,10 @@ class Compute:
             if self.attention_efficiency():
                 self.note += (f"; flash attention at {self.attention_efficiency():.3g} of the peak "
                               "(measured on an H200, tools/check_select_kernels.py)")
+            if self.fp8_peak:
+                self.note += (f"; linear layers in FP8 at {self.fp8_peak / 1e12:g} TFLOPS x {self.fp8_efficiency():g}"
+                              + (" (measured on an H200)" if self.gpu.get("name") in MEASURED_ON else ", assumed")
+                              + f" + {FP8_CAST_BYTES} B per operand element cast / HBM")
 
     def attention_efficiency(self):
         """Measured flash-attention efficiency at the nearest measured head dimension, on a
@@ -110,6 +131,24 @@ class Compute:
         d = (m["qk_nope"] + m["qk_rope"]) if m else SH.head_dim(w) if "ffn_hidden" in w else w["hidden"] // w["heads"]
         pts = ATTENTION_EFFICIENCY[min(ATTENTION_EFFICIENCY, key=lambda k: abs(math.log(k / d)))]
         return float(np.interp(math.log(w["seq_len"]), [math.log(q) for q, _ in pts], [e for _, e in pts]))
+
+    def fp8_efficiency(self):
+        return FP8_GEMM_EFFICIENCY if self.gpu.get("name") in MEASURED_ON else GEMM_EFFICIENCY
+
+    def fp8_cast_seconds(self, b, tp, layer_share):
+        """HBM time of casting every linear layer's input and output gradient to FP8, forward
+        and backward, for a micro-batch: FP8_CAST_BYTES x (K + N) per token per weight, 1/tp
+        of it per GPU."""
+        w = self.w
+        if not self.fp8_peak:
+            return 0.0
+        if "ffn_hidden" in w:
+            n_moe = SH.moe_layers(w)
+            io = (w["layers"] - n_moe) * SH.linear_io_per_token(w) + (
+                n_moe * SH.linear_io_per_token(w, True) if n_moe else 0)
+        else:                                 # GPT: QKV h -> 3h, out h -> h, MLP h -> 4h -> h
+            io = w["layers"] * 16 * w["hidden"]
+        return FP8_CAST_BYTES * io * layer_share * b * w["seq_len"] / tp / self.hbm
 
     def gemm_efficiency(self, width):
         """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
@@ -205,8 +244,13 @@ class Compute:
         attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         attn_eff = self.attention_efficiency() or eff
         experts = self.expert_flops(b, tp, layer_share, recompute)
-        return ((flops - attn - experts) / (self.peak * eff) + attn / (self.peak * attn_eff)
-                + (experts / (self.peak * self.expert_efficiency(b, ep)) if experts else 0.0)
+        gemm_peak, expert_eff = self.peak, (self.expert_efficiency(b, ep) if experts else 1.0)
+        if self.fp8_peak:
+            gemm_peak, eff = self.fp8_peak, self.fp8_efficiency()
+            expert_eff = eff
+        return ((flops - attn - experts) / (gemm_peak * eff) + attn / (self.peak * attn_eff)
+                + (experts / (gemm_peak * expert_eff) if experts else 0.0)
+                + self.fp8_cast_seconds(b, tp, layer_share)
                 + ELEMENTWISE_PASSES * kept / self.hbm
                 + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
                 + self.permute_seconds(b, tp, layer_share, recompute, ep)

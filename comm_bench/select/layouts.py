@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .workload import HALF
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -72,7 +74,7 @@ DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)
 # reduces them in fp32: 2 + 4 + 12 = 18 B (Megatron-LM docs, distributed optimizer table);
 # DeepSpeed, FSDP and DDP follow the ZeRO paper's mixed-precision accounting (2 + 2 + 12).
 MEGATRON_BYTES = {"bf16": {"p": 2, "g": 4, "k": 12}, "amp": {"p": 4, "g": 4, "k": 8},
-                  "fp32": {"p": 4, "g": 4, "k": 8}}
+                  "fp32": {"p": 4, "g": 4, "k": 8}, "fp8": {"p": 2, "g": 4, "k": 12}}
 
 
 def stage_layers(L, pp):
@@ -94,18 +96,38 @@ def stage_layers(L, pp):
 def state_bytes(kind, w):
     """{p, g, k} bytes per parameter, and the bytes per gradient element reduced."""
     b = MEGATRON_BYTES[w["precision"]] if kind == "megatron" else w["bytes"]
-    if kind == "megatron" and w.get("grad_reduce") == "bf16" and w["precision"] == "bf16":
+    if kind == "megatron" and w.get("grad_reduce") == "bf16" and w["precision"] in HALF:
         b = dict(b, g=2)                      # --grad-reduce-in-bf16: a bf16 gradient buffer, reduced in bf16
     return b, b["g"]
 
 
+def _fp8_line(kind):
+    """How each framework runs its linear layers' GEMMs in FP8 with per-tensor current scaling
+    (Megatron-LM's flags are in its command line)."""
+    if kind == "fsdp-tp":
+        return '[model] converters = ["float8"]; [float8] recipe_name = "tensorwise" (torchao)'
+    if kind.startswith("zero-"):
+        return ("Transformer Engine: te.Linear layers under te.fp8_autocast(fp8_recipe="
+                "recipe.Float8CurrentScaling())")
+    return ('torchao.float8.convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name('
+            '"tensorwise")) before wrapping')
+
+
 def config_lines(c, w):
     """The flags or configuration lines that set candidate c up as predicted."""
+    lines = _config_lines(c, w)
+    if w["precision"] == "fp8" and c["kind"] != "megatron":
+        lines.append(_fp8_line(c["kind"]))
+    return lines
+
+
+def _config_lines(c, w):
     kind, b, m, rc = c["kind"], c["micro_batch"], c["microbatches"] or 1, c["recompute"]
     if kind == "megatron":
         flags = [f"--tensor-model-parallel-size {c['tp']}", f"--pipeline-model-parallel-size {c['pp']}",
                  f"--micro-batch-size {b}", f"--global-batch-size {c['global_batch']}",
-                 "--bf16" if w["precision"] == "bf16" else "--fp16" if w["precision"] == "amp" else ""]
+                 "--bf16" if w["precision"] in HALF else "--fp16" if w["precision"] == "amp" else "",
+                 "--fp8-format hybrid --fp8-recipe tensorwise" if w["precision"] == "fp8" else ""]
         first, middle, last = stage_layers(w["layers"], c["pp"])
         if first != middle and first == last:
             flags.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
@@ -124,7 +146,7 @@ def config_lines(c, w):
             flags.append("--use-distributed-optimizer")
         if c["sequence_parallel"]:
             flags.append("--sequence-parallel")
-        if w.get("grad_reduce") == "bf16" and w["precision"] == "bf16":
+        if w.get("grad_reduce") == "bf16" and w["precision"] in HALF:
             flags.append("--grad-reduce-in-bf16")
         if rc == "selective":
             flags.append("--recompute-activations")
@@ -153,7 +175,7 @@ def config_lines(c, w):
         stage = kind.split("-")[1]
         hpz = f', "zero_hpz_partition_size": {c["hpz_size"]}' if LAYOUTS[kind].hpz else ""
         cfg = (f'{{"zero_optimization": {{"stage": {stage}, "overlap_comm": true{hpz}}}, '
-               f'"{ "bf16" if w["precision"] == "bf16" else "fp16"}": {{"enabled": true}}, '
+               f'"{ "bf16" if w["precision"] in HALF else "fp16"}": {{"enabled": true}}, '
                f'"train_micro_batch_size_per_gpu": {b}, "gradient_accumulation_steps": {m}}}')
         return [f"DeepSpeed config: {cfg}"] + ([f"deepspeed.checkpointing: {ckpt}"] if ckpt else [])
     # PyTorch FSDP2 (fully_shard): HSDP is a 2-D mesh, replicate across nodes x shard inside one

@@ -63,7 +63,7 @@ def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
         return f * full + (1 - f) * none
     if "ffn_hidden" in w:
         per_token = SH.activation_bytes_per_token(w, tp, sp or tp == 1, recompute, SH.moe_layers(w) > 0,
-                                                  w["bytes"]["act"])
+                                                  w["bytes"]["act"], w["precision"] == "fp8")
         return per_token * w["seq_len"] * b
     return activation_bytes_per_layer(w["seq_len"], b, w["hidden"], w["heads"], tp, recompute,
                                        w["bytes"]["act"], sp, w["attention"] == "flash")

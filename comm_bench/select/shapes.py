@@ -108,7 +108,29 @@ def recompute_modules(recompute):
     return set(recompute.split(":", 1)[1].split(",")) if recompute.startswith("modules:") else set()
 
 
-def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2):
+def attention_widths(s):
+    """(query, key-or-value, attention output) widths per token: a h_d, kv h_d, a h_d; MLA's
+    per-head nope + rope queries, its keys and values averaged, and v per head."""
+    m = s.get("mla")
+    hq = s["heads"] * (m["qk_nope"] + m["qk_rope"] if m else head_dim(s))
+    hkv = s["heads"] * (m["qk_nope"] + m["qk_rope"] + m["v"]) / 2 if m else s["kv_heads"] * head_dim(s)
+    return hq, hkv, (s["heads"] * m["v"] if m else hq)
+
+
+def linear_io_per_token(s, moe=False):
+    """Elements one token's linear layers read and write in a layer's forward (K + N of each
+    K x N weight a token goes through): what FP8 training casts (compute.Compute.fp8_cast_seconds)."""
+    h = s["hidden"]
+    hq, hkv, hv = attention_widths(s)
+
+    def mlp(f):                 # first projection h -> (2) f, second f -> h
+        return h + (2 if s["glu"] else 1) * f + f + h
+    ffn = ((s["experts_per_token"] + s.get("shared_experts", 0)) * mlp(s["expert_ffn"]) if moe
+           else mlp(s["ffn_hidden"]))
+    return h + hq + 2 * hkv + hv + h + ffn
+
+
+def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2, fp8=False):
     """Bytes one layer keeps for backward per token (16-bit elements; flash attention keeps
     no score matrix; no dropout), generalising Korthikanti et al. 2022 (arXiv 2205.05198)
     to GQA and SwiGLU: the two norms' inputs (2 h) and the inputs of the QKV and first MLP
@@ -117,24 +139,28 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     (SwiGLU: gate, up and their product, 3 f; GeLU: its input and output, 2 f). A MoE layer
     keeps the intermediates of each of the k routed experts (+ shared experts) per token and
     their inputs (h each). full recomputation keeps the layer input only; modules:
-    recomputation drops the norms' outputs (layernorm) and one f per routed expert (moe_act)."""
+    recomputation drops the norms' outputs (layernorm) and the experts' activation output,
+    the second projection's input (moe_act). fp8: the projections keep their inputs as the
+    1-byte copies their weight gradients read (Transformer Engine), and the output
+    projection its own copy of the attention output, which flash attention keeps in 16 bits."""
     h = s["hidden"]
     shared = (2 * h) if sp else 2 * h * tp      # LN inputs, in elements x tp (divided below)
     if recompute == "full":
         return act_bytes * (h if sp else h * tp) / tp
-    m = s.get("mla")
-    hq = s["heads"] * (m["qk_nope"] + m["qk_rope"] if m else head_dim(s))
-    hkv = s["heads"] * (m["qk_nope"] + m["qk_rope"] + m["v"]) / 2 if m else s["kv_heads"] * head_dim(s)
-    hv = s["heads"] * m["v"] if m else hq
+    hq, hkv, hv = attention_widths(s)
     modules = recompute_modules(recompute)
+    lin = 1 if fp8 else act_bytes               # bytes of a kept projection input
     linear_in = 0 if "layernorm" in modules else (2 * h) if sp else 2 * h * tp
     attn = hq + 2 * hkv + hv
+    act_in = 2 if s["glu"] else 1               # the activation's inputs: gate and up, or one
     if moe:
-        per_expert = h + ((3 if s["glu"] else 2) - ("moe_act" in modules)) * s["expert_ffn"]
-        mlp = (s["experts_per_token"] + s.get("shared_experts", 0)) * per_expert
+        n, f = s["experts_per_token"] + s.get("shared_experts", 0), s["expert_ffn"]
+        mlp_lin = n * (h + (0 if "moe_act" in modules else f))   # each expert's two projection inputs
+        mlp_act = n * act_in * f
     else:
-        mlp = (3 if s["glu"] else 2) * s["ffn_hidden"]
-    return act_bytes * (shared + linear_in + attn + mlp) / tp
+        f = s["ffn_hidden"]
+        mlp_lin, mlp_act = f, act_in * f
+    return (act_bytes * (shared + attn + mlp_act) + lin * (linear_in + mlp_lin) + (lin * hv if fp8 else 0)) / tp
 
 
 def _llama3(layers, hidden, heads, ffn, name):

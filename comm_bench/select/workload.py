@@ -75,7 +75,12 @@ PRECISIONS = {
     "amp": {"p": 4, "g": 4, "k": 8, "act": 2,
             "note": "fp32 parameters and gradients, bf16 compute (torch.autocast), Adam fp32"},
     "fp32": {"p": 4, "g": 4, "k": 8, "act": 4, "note": "fp32 throughout, Adam fp32"},
+    # states as bf16; activations too, but for the projections' inputs (shapes.py)
+    "fp8": {"p": 2, "g": 2, "k": 12, "act": 2,
+            "note": "FP8 GEMMs with per-tensor current scaling (Transformer Engine, torchao); bf16 parameters, "
+                    "gradients, attention and element-wise work; fp32 master weights + Adam"},
 }
+HALF = ("bf16", "fp8")          # precisions whose parameters and gradients are bf16
 # select also takes "auto": the cheapest that fits; modules:... are Megatron-Core's (shapes.py)
 RECOMPUTE = ("none", "selective", *SH.MODULE_RECOMPUTE, "full")
 # per-layer recomputation: every K-th layer of a stage recomputed in full (torchtitan's
@@ -181,7 +186,7 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     if w["attention"] not in ATTENTION:
         raise UsageError(f"unknown --attention {attention!r} ({', '.join(ATTENTION)})")
     if precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {precision!r} (amp, bf16, fp32)")
+        raise UsageError(f"unknown --precision {precision!r} ({', '.join(PRECISIONS)})")
     w["precision"] = precision
     w["bytes"] = {k: v for k, v in PRECISIONS[precision].items() if k != "note"}
     w["precision_note"] = PRECISIONS[precision]["note"]
