@@ -23,6 +23,8 @@ PUBLISHED = {
     "mixtral-8x7b": (46.7, 12.9),     # Jiang et al. 2024 (arXiv 2401.04088): 47B, 13B active
     "mixtral-8x22b": (140.6, 39.2),   # Mistral AI: 141B, 39B active
     "deepseek-v3": (671.0, 37.5),     # DeepSeek-V3 report (arXiv 2412.19437): 671B, 37B active
+    "qwen3-30b-a3b": (30.5, 3.3),     # Qwen3 report (arXiv 2505.09388), HF card: 30.5B, 3.3B activated
+    "qwen3-235b-a22b": (235.0, 22.0), # Qwen3 report: 235B, 22B activated
 }
 
 

@@ -82,6 +82,10 @@ RUNS = [
      BRIDGE.format(sys="H100")),
     ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, 1, 8), 8192, 512, "none", "bf16", "fp8", "tokens", 292,
      BRIDGE.format(sys="H100")),
+    ("qwen3-30b-a3b", "H100", 16, ("megatron", 1, 1, 2, 8, 2, 24), 4096, 512, "none", "bf16", "fp8", "tokens", 5275,
+     BRIDGE.format(sys="H100")),
+    ("qwen3-235b-a22b", "H100", 256, ("megatron", 2, 1, 8, 32, 1, 4), 4096, 2048, "none", "bf16", "fp8", "tokens",
+     1575, BRIDGE.format(sys="H100")),
 ]
 
 

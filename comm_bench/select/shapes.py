@@ -178,6 +178,15 @@ def _mixtral(layers, hidden, heads, expert_ffn, vocab, name):
             "recipe_source": "no published recipe: 256 x 4,096 = 1M tokens, NeMo's performance recipe (assumed)"}
 
 
+def _qwen3_moe(layers, hidden, heads, expert_ffn, name):
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 4, "head_dim": 128,
+            "ffn_hidden": expert_ffn, "glu": True, "vocab": 151936, "experts": 128, "experts_per_token": 8,
+            "expert_ffn": expert_ffn, "seq_len": 4096, "global_batch": 1024,
+            "source": f"Qwen3 technical report (arXiv 2505.09388), Table 2; HF Qwen/{name} config "
+                      "(every layer MoE, no shared expert; QK norms not counted)",
+            "recipe_source": "no published recipe: 1,024 x 4,096, Megatron-Bridge's performance recipe (assumed)"}
+
+
 # Shaped presets: parameters and FLOPs follow from the shape (checked against the
 # published totals in tests/test_select_shapes.py).
 PRESETS = {
@@ -192,6 +201,8 @@ PRESETS = {
                      "source": "OpenAI gpt-oss model card (arXiv 2508.10925), Table 1; HF openai/gpt-oss-120b config "
                                "(biases and attention sinks not counted)",
                      "recipe_source": "no published recipe: 512 x 4,096, Megatron-Bridge's performance recipe (assumed)"},
+    "qwen3-30b-a3b": _qwen3_moe(48, 2048, 32, 768, "Qwen3-30B-A3B"),
+    "qwen3-235b-a22b": _qwen3_moe(94, 4096, 64, 1536, "Qwen3-235B-A22B"),
     "deepseek-v3": {"layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432, "glu": True,
                     "vocab": 129280, "experts": 256, "experts_per_token": 8, "shared_experts": 1,
                     "expert_ffn": 2048, "moe_layers": 58,
