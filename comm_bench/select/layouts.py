@@ -74,7 +74,8 @@ DP_LAYOUTS = tuple(k for k, l in LAYOUTS.items() if not l.model_parallel)
 # reduces them in fp32: 2 + 4 + 12 = 18 B (Megatron-LM docs, distributed optimizer table);
 # DeepSpeed, FSDP and DDP follow the ZeRO paper's mixed-precision accounting (2 + 2 + 12).
 MEGATRON_BYTES = {"bf16": {"p": 2, "g": 4, "k": 12}, "amp": {"p": 4, "g": 4, "k": 8},
-                  "fp32": {"p": 4, "g": 4, "k": 8}, "fp8": {"p": 2, "g": 4, "k": 12}}
+                  "fp32": {"p": 4, "g": 4, "k": 8}}
+MEGATRON_BYTES["fp8"] = MEGATRON_BYTES["bf16"]   # FP8 GEMMs keep bf16's states
 
 
 def stage_layers(L, pp):

@@ -76,13 +76,13 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     m, gb = batch_split(w["global_batch"] or w["micro_batch"] * N, b, dp, pp, v)
     out = dict(c, hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist,
                sequence_parallel=cfg.sp, reshard=cfg.reshard, microbatches=m, global_batch=gb)
+    unsized = dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None)
     if m == 0:
-        return infeasible(dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None),
-                          f"global batch {w['global_batch'] or w['micro_batch'] * N} < micro-batch {b} x dp {dp}"
-                          + (f" x pp {pp} (interleaved)" if v > 1 else "") + " (--global-batch)")
+        return infeasible(unsized, f"global batch {w['global_batch'] or w['micro_batch'] * N} < micro-batch {b} x "
+                                   f"dp {dp}" + (f" x pp {pp} (interleaved)" if v > 1 else "") + " (--global-batch)")
     if SH.recompute_modules(rc) and kind != "megatron":
-        return infeasible(dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None),
-                          f"--recompute {rc} is Megatron-Core's --recompute-modules: {kind} has no such option")
+        return infeasible(unsized, f"--recompute {rc} is Megatron-Core's --recompute-modules: {kind} has no such "
+                                   "option")
     g = groups(c, G)
     bc = b / cp                               # a GPU's share of the micro-batch's tokens
     # memory
