@@ -20,6 +20,12 @@ import check_select_runs as RUNS  # noqa: E402
 A2A = ("alltoall",)
 
 
+def two_dgx(tmp_path):
+    """An 8-GPU node's collectives (360 GB/s busbw) and two such nodes' (45 GB/s)."""
+    return [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
+            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+
+
 def test_alltoall_cost_model():
     """Pairwise alltoall of a rank's S-byte buffer over n ranks: (n-1) steps, (n-1)/n of S
     leaves the rank (ops.py's bus factor); across nodes only the inter-node share."""
@@ -99,9 +105,7 @@ def test_expert_and_dense_weights_split_by_hand():
 def test_fsdp_without_reshard_keeps_params_and_grads_under_a_pipeline(tmp_path):
     """torchtitan with PP and reshard_after_forward off: (p + g) psi' + k psi' / N; resharded:
     all three / N (+ two gathered units)."""
-    hosts = ["n0", "n1"]
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
-            SD.write(tmp_path / "inter.json", SD.collective_doc(hosts, 8, 20e-6, 45e9))]
+    docs = two_dgx(tmp_path)
     from comm_bench.select.predict import predict
     res = select(docs, model="llama3-8b", micro_batch=1)
     w, cl, lm, comp, ov, hr = res["context"]
@@ -118,8 +122,7 @@ def test_fsdp_without_reshard_keeps_params_and_grads_under_a_pipeline(tmp_path):
 def test_ring_attention_sends_by_hand(tmp_path):
     """llama3-8b at 131,072 tokens on tp2 x cp8: per layer (cp - 1) x 3 sends of a K, V chunk
     of s / cp tokens x 2 x 8 KV heads x 128 / tp x 2 bytes = 33.6 MB."""
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
-            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    docs = two_dgx(tmp_path)
     from comm_bench.select.predict import predict
     res = select(docs, model="llama3-8b", seq_len=131072, global_batch=2, micro_batch=1)
     w, cl, lm, comp, ov, hr = res["context"]
@@ -139,8 +142,7 @@ def test_module_recomputation_by_hand(tmp_path):
     costs no GEMM; torchtitan and DeepSpeed have no such option: named, not priced."""
     from comm_bench.select import memory as M
     from comm_bench.select.predict import predict
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
-            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    docs = two_dgx(tmp_path)
     res = select(docs, model="gpt-oss-120b", micro_batch=1, recompute="modules:layernorm,moe_act", gpu_mem="400GB")
     w, cl, lm, comp, ov, hr = res["context"]
     tokens = w["seq_len"]
@@ -163,8 +165,7 @@ def test_bf16_gradient_reduction_halves_megatron_gradients(tmp_path):
     """--grad-reduce bf16 (Megatron's --grad-reduce-in-bf16): 2 B gradients instead of the fp32
     main gradients' 4, both in memory and in the gradient reduce-scatter's bytes."""
     from comm_bench.select.predict import predict
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
-            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    docs = two_dgx(tmp_path)
     shape = {"layout": "x", "kind": "megatron", "tp": 2, "cp": 1, "pp": 1, "dp": 8, "ep": 1}
     out = {}
     for g in ("fp32", "bf16"):
@@ -178,6 +179,9 @@ def test_bf16_gradient_reduction_halves_megatron_gradients(tmp_path):
     assert grads["bf16"] == pytest.approx(grads["fp32"] / 2)
     assert any("--grad-reduce-in-bf16" in line for line in out["bf16"]["config"])
     assert not any("--grad-reduce-in-bf16" in line for line in out["fp32"]["config"])
+    from comm_bench.errors import UsageError
+    with pytest.raises(UsageError, match="unknown --grad-reduce 'fp16'"):
+        select(docs, model="llama3-8b", grad_reduce="fp16")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -186,9 +190,8 @@ def test_bf16_gradient_reduction_halves_megatron_gradients(tmp_path):
 ])
 def test_module_recomputation_refused_where_it_means_nothing(tmp_path, capsys, args, message):
     from comm_bench import cli
-    doc = SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))
     with pytest.raises(SystemExit) as e:
-        cli.main(["select", doc, *args])
+        cli.main(["select", two_dgx(tmp_path)[0], *args])
     err = capsys.readouterr().err
     assert e.value.code == 2, err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -198,8 +201,7 @@ def test_moe_answers_say_their_compute_is_unverified(tmp_path):
     """A MoE answer priced from FLOPs says that published MoE runs came out slower than
     predicted and how to plan from a measured step; given --mfu it no longer says so. A
     Megatron answer names the fp32 gradients it assumes unless --grad-reduce bf16."""
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9)),
-            SD.write(tmp_path / "inter.json", SD.collective_doc(["n0", "n1"], 8, 20e-6, 45e9))]
+    docs = two_dgx(tmp_path)
     moe = "mixture of experts: predicted faster than every published MoE run"
     assumed = lambda **kw: select(docs, model="mixtral-8x7b", **kw)["recommendation"]["assumed"]  # noqa: E731
     assert any(line.startswith(moe) for line in assumed())
@@ -224,7 +226,7 @@ def test_fp8_linear_layers_by_hand(tmp_path):
     from comm_bench.select import compute as CM
     from comm_bench.select import memory as M
     from comm_bench.select import shapes as SH
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))]
+    docs = two_dgx(tmp_path)[:1]
     runs = {p: select(docs, model="llama3-8b", micro_batch=1, precision=p, gpu="H100")["context"] for p in ("bf16", "fp8")}
     (wb, *_, cb, _, _), (w8, *_, c8, _, _) = runs["bf16"], runs["fp8"]
     h, f, s = 4096, 14336, w8["seq_len"]
@@ -244,7 +246,7 @@ def test_fp8_linear_layers_by_hand(tmp_path):
 def test_fp8_configuration_lines_and_refusal(tmp_path, capsys):
     from comm_bench import cli
     from comm_bench.select.predict import predict
-    docs = [SD.write(tmp_path / "intra.json", SD.collective_doc(["n0"], 8, 10e-6, 360e9))]
+    docs = two_dgx(tmp_path)[:1]
     w, cl, lm, comp, ov, hr = select(docs, model="llama3-8b", micro_batch=1, precision="fp8", gpu="H100")["context"]
     lines = {k: predict({"layout": "x", "kind": k, "tp": t, "cp": 1, "pp": 1, "dp": 8 // t, "ep": 1}, w, cl, lm,
                         comp, ov, hr)["config"] for k, t in (("megatron", 2), ("fsdp", 1), ("fsdp-tp", 2), ("zero-1", 1))}

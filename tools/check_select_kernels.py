@@ -99,13 +99,14 @@ FP8_GEMMS = [  # Llama 3 at the tensor-parallel sizes of NeMo's 25.11 FP8 runs o
     ("llama3-70b tp4 gate+up", 8192, 8192, 2 * 28672 // 4),
     ("llama3-70b tp4 down", 8192, 28672 // 4, 8192),
 ] + [(f"{label}, cp2", 4096, K, N) for label, _, K, N in GEMMS[1:5]]
+ATTENTION_70B = ("llama3-70b tp4, 8K", 1, 64 // 4, 8 // 4, 8192, 128)
 SUSTAINED = {  # layer: (GEMMs (M, K, N) run forward + data + weight gradient, grouped experts, attention)
     "llama3-405b-tp8-8k": (GEMMS[1:5], None, ATTENTION[0]),
     "gpt-oss-120b-ep8-b4": (GEMMS[5:7], EXPERTS[1], ATTENTION[2]),
     "llama3-405b-tp8-32k": (GEMMS[1:5], None, ATTENTION[1]),
-    "llama3-70b-tp4-8k": (FP8_GEMMS[4:8], None, ("llama3-70b tp4, 8K", 1, 64 // 4, 8 // 4, 8192, 128)),
+    "llama3-70b-tp4-8k": (FP8_GEMMS[4:8], None, ATTENTION_70B),
     # the same with FP8 GEMMs (per-tensor scaled e4m3, torch._scaled_mm) beside bf16 cuDNN attention
-    "llama3-70b-tp4-8k-fp8": (FP8_GEMMS[4:8], None, ("llama3-70b tp4, 8K", 1, 64 // 4, 8 // 4, 8192, 128), True),
+    "llama3-70b-tp4-8k-fp8": (FP8_GEMMS[4:8], None, ATTENTION_70B, True),
 }
 
 
@@ -163,20 +164,21 @@ def sustained_rows(layer, seconds, window, peak):
     pieces = layer_pieces(*SUSTAINED[layer])
     rows, t0 = [], time.monotonic()
     while time.monotonic() - t0 < seconds:
-        marks, w0 = [], time.monotonic()
+        layers, w0 = [], time.monotonic()     # per layer run: (start, end) events of each piece
         while time.monotonic() - w0 < window:
+            marks = []
             for _, _, fn, _ in pieces:
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
                 fn()
                 b.record()
                 marks.append((a, b))
-            if len(marks) > 16 * len(pieces):   # the host stays at most 16 layers ahead
-                marks[-16 * len(pieces)][1].synchronize()
+            layers.append(marks)
+            if len(layers) > 16:              # the host stays at most 16 layers ahead
+                layers[-16][-1][1].synchronize()
         torch.cuda.synchronize()
-        n = len(marks) // len(pieces)
-        secs = [sum(marks[i + j * len(pieces)][0].elapsed_time(marks[i + j * len(pieces)][1])
-                    for j in range(n)) / 1e3 / n for i in range(len(pieces))]
+        n = len(layers)
+        secs = [sum(a.elapsed_time(b) for a, b in piece) / 1e3 / n for piece in zip(*layers)]
         flops = sum(p[1] for p in pieces)
         rows.append({"kind": "sustained", "case": layer, "start_s": round(w0 - t0, 1), "layers": n,
                      "seconds_per_layer": sum(secs), "efficiency": flops / sum(secs) / peak,

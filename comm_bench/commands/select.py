@@ -4,7 +4,7 @@ import sys
 import click
 
 from ..select.gpus import GPUS
-from ..select.workload import ATTENTION, PRECISIONS, PRESETS, RECOMPUTE
+from ..select.workload import ATTENTION, GRAD_REDUCE, PRECISIONS, PRESETS, RECOMPUTE
 
 
 def _count(ctx, param, value):
@@ -42,7 +42,7 @@ def _count(ctx, param, value):
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
 @click.option("--recompute", type=click.Choice(("auto",) + RECOMPUTE), default="auto", show_default=True,
               help="Activation recomputation; auto: the cheapest that fits, named in the answer.")
-@click.option("--grad-reduce", type=click.Choice(("fp32", "bf16")), default="fp32", show_default=True,
+@click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default="fp32", show_default=True,
               help="Megatron-Core's gradient buffer and its reduction: fp32 (its default, 4 B per parameter) "
                    "or bf16 (--grad-reduce-in-bf16; Megatron-Bridge's grad_reduce_in_fp32=False).")
 @click.option("--attention", type=click.Choice(ATTENTION), default=None,

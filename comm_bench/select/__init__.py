@@ -102,8 +102,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
         raise UsageError(f"the results name no GPU (a CPU run?): say which GPU to plan for with --gpu NAME "
                          f"({', '.join(GP.GPUS)}), or give --gpu-mem and --gpu-tflops")
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
-                bucket_mb, recompute, attention, shape)
-    w["grad_reduce"] = grad_reduce
+                bucket_mb, recompute, attention, shape, grad_reduce)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
     comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from)
     w["compute_note"] = comp.note

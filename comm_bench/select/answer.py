@@ -31,7 +31,7 @@ def assumptions(w, cl, lm, c, comp):
         out.append("mixture of experts: predicted faster than every published MoE run it was checked against, "
                    "the more so the smaller the hidden size (docs/benchmarks/selection-runs.md): plan from a "
                    "measured MoE step (--step-time or --mfu)")
-    if c is not None and c["kind"] == "megatron" and w["precision"] in HALF and w.get("grad_reduce") != "bf16":
+    if c is not None and c["kind"] == "megatron" and w["precision"] in HALF and w["grad_reduce"] != "bf16":
         out.append("gradients: fp32 main gradients, reduced in fp32, Megatron's default (--grad-reduce bf16)")
     for key, flag in (("gpu_mem_gb", "--gpu or --gpu-mem"), ("gpus_per_node", "--gpus-per-node")):
         if "assumed" in str(cl["sources"].get(key, "")):

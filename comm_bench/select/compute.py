@@ -148,7 +148,7 @@ class Compute:
                 n_moe * SH.linear_io_per_token(w, True) if n_moe else 0)
         else:                                 # GPT: QKV h -> 3h, out h -> h, MLP h -> 4h -> h
             io = w["layers"] * 16 * w["hidden"]
-        return FP8_CAST_BYTES * io * layer_share * b * w["seq_len"] / tp / self.hbm
+        return self.hbm_seconds(b, tp, io * layer_share, FP8_CAST_BYTES)
 
     def gemm_efficiency(self, width):
         """The GEMM efficiency at a per-GPU hidden width: measured points (log-linear in
@@ -211,7 +211,7 @@ class Compute:
         k, h = w["experts_per_token"], w["hidden"]
         elems = 2 * (k + 1) * h + (4 * k * h if ep > 1 and w["experts"] // ep > 1 else 0)
         passes = 2 + W.recompute_share(recompute)
-        return passes * n_moe * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
+        return self.hbm_seconds(b, tp, passes * n_moe * elems, w["bytes"]["act"])
 
     def module_recompute_seconds(self, b, tp, layer_share, recompute):
         """HBM time of Megatron-Core's module recomputation in backward: each norm reads and
@@ -222,7 +222,12 @@ class Compute:
             return 0.0
         elems = (4 * w["hidden"] * w["layers"] if "layernorm" in modules else 0) + (
             3 * w["expert_ffn"] * w["experts_per_token"] * SH.moe_layers(w) if "moe_act" in modules else 0)
-        return layer_share * b * w["seq_len"] / tp * elems * w["bytes"]["act"] / self.hbm
+        return self.hbm_seconds(b, tp, layer_share * elems, w["bytes"]["act"])
+
+    def hbm_seconds(self, b, tp, elems_per_token, elem_bytes):
+        """Seconds a GPU's HBM needs to move elems_per_token elements of elem_bytes for each
+        of its b s / tp tokens (sequence parallel) of a micro-batch."""
+        return b * self.w["seq_len"] / tp * elems_per_token * elem_bytes / self.hbm
 
     def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
@@ -244,12 +249,12 @@ class Compute:
         attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         attn_eff = self.attention_efficiency() or eff
         experts = self.expert_flops(b, tp, layer_share, recompute)
-        gemm_peak, expert_eff = self.peak, (self.expert_efficiency(b, ep) if experts else 1.0)
-        if self.fp8_peak:
-            gemm_peak, eff = self.fp8_peak, self.fp8_efficiency()
-            expert_eff = eff
-        return ((flops - attn - experts) / (gemm_peak * eff) + attn / (self.peak * attn_eff)
-                + (experts / (gemm_peak * expert_eff) if experts else 0.0)
+        if self.fp8_peak:                     # linear layers, routed experts too, in FP8
+            gemm_rate = expert_rate = self.fp8_peak * self.fp8_efficiency()
+        else:
+            gemm_rate, expert_rate = self.peak * eff, self.peak * (self.expert_efficiency(b, ep) if experts else 1.0)
+        return ((flops - attn - experts) / gemm_rate + attn / (self.peak * attn_eff)
+                + experts / expert_rate
                 + self.fp8_cast_seconds(b, tp, layer_share)
                 + ELEMENTWISE_PASSES * kept / self.hbm
                 + self.expert_weight_wait(b, tp, layer_share, recompute, ep)

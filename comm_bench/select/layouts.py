@@ -97,7 +97,7 @@ def stage_layers(L, pp):
 def state_bytes(kind, w):
     """{p, g, k} bytes per parameter, and the bytes per gradient element reduced."""
     b = MEGATRON_BYTES[w["precision"]] if kind == "megatron" else w["bytes"]
-    if kind == "megatron" and w.get("grad_reduce") == "bf16" and w["precision"] in HALF:
+    if kind == "megatron" and w["grad_reduce"] == "bf16" and w["precision"] in HALF:
         b = dict(b, g=2)                      # --grad-reduce-in-bf16: a bf16 gradient buffer, reduced in bf16
     return b, b["g"]
 
@@ -147,7 +147,7 @@ def _config_lines(c, w):
             flags.append("--use-distributed-optimizer")
         if c["sequence_parallel"]:
             flags.append("--sequence-parallel")
-        if w.get("grad_reduce") == "bf16" and w["precision"] in HALF:
+        if w["grad_reduce"] == "bf16" and w["precision"] in HALF:
             flags.append("--grad-reduce-in-bf16")
         if rc == "selective":
             flags.append("--recompute-activations")

@@ -81,6 +81,9 @@ PRECISIONS = {
                     "gradients, attention and element-wise work; fp32 master weights + Adam"},
 }
 HALF = ("bf16", "fp8")          # precisions whose parameters and gradients are bf16
+# Megatron-Core's gradient buffer and reduction: fp32 main gradients (its default) or bf16
+# (--grad-reduce-in-bf16); the other frameworks' gradients follow PRECISIONS
+GRAD_REDUCE = ("fp32", "bf16")
 # select also takes "auto": the cheapest that fits; modules:... are Megatron-Core's (shapes.py)
 RECOMPUTE = ("none", "selective", *SH.MODULE_RECOMPUTE, "full")
 # per-layer recomputation: every K-th layer of a stage recomputed in full (torchtitan's
@@ -122,7 +125,7 @@ def _derived_shape(params):
 
 def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
-          attention=None, shape=None):
+          attention=None, shape=None, grad_reduce="fp32"):
     """shape: {kv_heads, ffn_hidden, experts, ...} given on the command line (None: not given)."""
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
     if model and params:
@@ -201,6 +204,9 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         raise UsageError(f"--recompute {recompute} needs a model shape (a --model preset of today, or --ffn-hidden)")
     if "moe_act" in modules and not w.get("experts"):
         raise UsageError(f"--recompute {recompute}: moe_act needs a mixture of experts (--experts)")
+    if grad_reduce not in GRAD_REDUCE:
+        raise UsageError(f"unknown --grad-reduce {grad_reduce!r} ({', '.join(GRAD_REDUCE)})")
+    w["grad_reduce"] = grad_reduce
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
