@@ -43,7 +43,11 @@ def test_a_killed_runs_hosts_are_cleaned_up_by_the_next():
             "time.sleep(600)\n")
     owner = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tools")], stdout=subprocess.PIPE, text=True)
     ns, map_file = owner.stdout.readline().split()
-    left = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+    # `ip netns exec` enters the namespace after its fork: wait (5 s at most) until the sleep is in it
+    deadline, left = time.monotonic() + 5, []
+    while not left and time.monotonic() < deadline:
+        left = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        time.sleep(0 if left else 0.05)
     owner.kill()
     owner.wait()
     assert left and ns in netns_fabric.list_namespaces() and os.path.exists(map_file)
