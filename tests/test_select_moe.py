@@ -38,30 +38,32 @@ H100 = dict(gpu_name="NVIDIA H100 80GB HBM3", gpu_mem_bytes=81559 * 2 ** 20, nvl
             nvlink_gbs=450.0)
 
 
-def _cluster(folder, a2a_busbw):
-    """DGX H100 nodes (8 GPUs, NVSwitch, one 400G NIC per GPU), NCCL measured: 8-GPU
-    collectives and alltoall, 2 x 8 collectives at 370 GB/s busbw, and a 2 x 8 alltoall."""
-    topo = lambda h: SD.node_topology(h, nic_gbs=50.0, nic_kind="ib", **H100)  # noqa: E731
-    docs = {"intra": SD.collective_doc(["n0"], 8, 8e-6, 360e9, ops=("all_reduce", "all_gather", "reduce_scatter")
+def _cluster(folder, a2a_busbw, gpus=8):
+    """H100 nodes of `gpus` GPUs (8: DGX H100, NVSwitch; 4: a 4-GPU board) with one 400G NIC
+    per GPU, NCCL measured: the node's collectives and alltoall, 2-node collectives at 370 GB/s
+    busbw (scaled by gpus / 8), and a 2-node alltoall at a2a_busbw."""
+    topo = lambda h: SD.node_topology(h, nic_gbs=50.0, nic_kind="ib", nics=gpus, gpus=gpus, **H100)  # noqa: E731
+    docs = {"intra": SD.collective_doc(["n0"], gpus, 8e-6, 360e9, ops=("all_reduce", "all_gather", "reduce_scatter")
                                        + A2A, topology=topo),
-            "inter": SD.collective_doc(["n0", "n1"], 8, 20e-6, 370e9, topology=topo),
-            "a2a": SD.collective_doc(["n0", "n1"], 8, 20e-6, a2a_busbw, ops=A2A, topology=topo)}
+            "inter": SD.collective_doc(["n0", "n1"], gpus, 20e-6, 370e9 * gpus / 8, topology=topo),
+            "a2a": SD.collective_doc(["n0", "n1"], gpus, 20e-6, a2a_busbw, ops=A2A, topology=topo)}
     return [SD.write(folder / f"{k}.json", d) for k, d in docs.items()]
 
 
 def test_slower_inter_node_alltoall_changes_the_moe_answer(tmp_path):
-    """mixtral-8x22b on 8 x 8 H100. The 2 x 8 alltoall at 87 GB/s busbw (half of each buffer
-    crosses the node at 0.925 x 50 GB/s per GPU: 2 x 46 x 15/16): the answer's expert-parallel
-    group spans two nodes. Made 4x slower (21.75 GB/s): the answer keeps expert parallelism
-    inside a node (and pipelines deeper)."""
+    """gpt-oss-120b on 8 nodes of 4 H100 (a node too small for its experts' best spread). The
+    measured 2 x 4 alltoall at 81 GB/s busbw (half of each buffer crosses the node over the
+    GPU's own NIC at 0.925 x 50 GB/s: 2 x 46.25 x 7/8): the answer's expert-parallel group
+    spans nodes. Made 4x slower: the answer keeps expert parallelism inside a node."""
+    fast_gbs = 2 * 46.25 * 7 / 8
     answers = {}
-    for busbw in (87e9, 21.75e9):
+    for busbw in (fast_gbs * 1e9, fast_gbs / 4 * 1e9):
         folder = tmp_path / f"a2a{busbw / 1e9:g}"
         folder.mkdir()
-        res = select(_cluster(folder, busbw), model="mixtral-8x22b", nodes=8)
+        res = select(_cluster(folder, busbw, gpus=4), model="gpt-oss-120b", nodes=8)
         rec = next(c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"])
         answers[busbw] = (rec, [i for i in rec["collectives"] if i["op"] == "alltoall"])
-    (fast, fast_a2a), (slow, slow_a2a) = answers[87e9], answers[21.75e9]
+    (fast, fast_a2a), (slow, slow_a2a) = answers.values()
     assert fast["ep"] > 1 and fast_a2a[0]["n_inter"] > 1          # experts spread across nodes
     assert "a2a.json" in fast_a2a[0]["note"]                       # priced from the measured alltoall
     assert slow["layout"] != fast["layout"]
@@ -69,6 +71,24 @@ def test_slower_inter_node_alltoall_changes_the_moe_answer(tmp_path):
     assert slow["tokens_per_s"] < fast["tokens_per_s"]
     assert any("--expert-model-parallel-size" in line or "expert_parallel_degree" in line
                for line in fast["config"])
+
+
+def test_alltoall_across_more_nodes_runs_at_the_nics_rate(tmp_path):
+    """A 2 x 8 alltoall measured at busbw B (86.7 GB/s; 84.5 at its largest size) moves half of
+    each rank's buffer S over the rank's own NIC: NIC rate = B x 16/15 x 1/2. Over 4 nodes x 8 the 3/4 of S that leaves the node
+    crosses that NIC: 3 alpha + 0.75 S / (B x 8/15), not the measured busbw (the figure select
+    took before 2026-12-04, 1.9x too fast). The measured shape itself is read off its curve."""
+    docs = _cluster(tmp_path, 86.7e9)
+    res = select(docs, model="mixtral-8x7b", nodes=4)
+    w, cl, lm, comp, ov, hr = res["context"]
+    S = 1 << 28
+    a2a = next(g for g in lm.groups if g.op == "alltoall" and g.scope == "inter-node")
+    nic = a2a.busbw_top() * 16 / 15 / 2       # busbw at its largest measured size (alpha included)
+    t = [lm.collective("alltoall", x, 8, 4).seconds for x in (S, 2 * S)]   # the difference: no alpha
+    assert t[1] - t[0] == pytest.approx(0.75 * S / nic, rel=1e-3)
+    two = lm.collective("alltoall", S, 8, 2)
+    assert two.seconds == pytest.approx(15 * 20e-6 + 15 / 16 * S / 86.7e9, rel=1e-3)   # the document's time
+    assert two.source == "measured"
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +222,7 @@ def test_moe_answers_say_their_compute_is_unverified(tmp_path):
     predicted and how to plan from a measured step; given --mfu it no longer says so. A
     Megatron answer names the fp32 gradients it assumes unless --grad-reduce bf16."""
     docs = two_dgx(tmp_path)
-    moe = "mixture of experts: predicted faster than every published MoE run"
+    moe = "mixture of experts: predicted 1.6-2.4x faster than the published MoE runs"
     assumed = lambda **kw: select(docs, model="mixtral-8x7b", **kw)["recommendation"]["assumed"]  # noqa: E731
     assert any(line.startswith(moe) for line in assumed())
     assert not any(line.startswith(moe) for line in assumed(mfu=0.3))
@@ -258,3 +278,91 @@ def test_fp8_configuration_lines_and_refusal(tmp_path, capsys):
         cli.main(["select", docs[0], "--model", "llama3-8b", "--precision", "fp8", "--gpu", "A100"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "no FP8 tensor cores" in err and len(err.strip().splitlines()) == 1
+
+
+def test_expert_tensor_parallelism_by_hand(tmp_path):
+    """mixtral-8x7b (E 8, k 2, h 4,096, f 14,336) on 4 x 8 H100 as tp2 pp4 dp4 ep4, the experts
+    split over etp 2 (Megatron-Core's default, etp = tp) or whole (etp 1): etp 1 holds twice
+    the expert weights and keeps each routed copy's input once (etp 2: gathered, on both
+    GPUs); etp 2 gathers the received copies over its pair and scatters the outputs back (per
+    MoE layer forward + backward: 2 all_gathers and 2 reduce_scatters of etp x the GPU's
+    routed bytes); neither runs the dense MLP's tp pair in a MoE layer (attention's only: 2
+    per layer); the flags say which."""
+    from comm_bench.select import memory as M
+    from comm_bench.select import shapes as SH
+    from comm_bench.select import strategies as ST
+    from comm_bench.select.predict import predict
+    from comm_bench.select.rules import LAYOUT_RE
+    from comm_bench.select.step import split_params
+    res = select(_cluster(tmp_path, 86.7e9), model="mixtral-8x7b", nodes=4, micro_batch=1, global_batch=64)
+    w, cl, lm, comp, ov, hr = res["context"]
+    base = {"layout": "x", "kind": "megatron", "tp": 2, "cp": 1, "pp": 4, "dp": 4, "ep": 4}
+    two, one = (predict(dict(base, etp=e), w, cl, lm, comp, ov, hr, force=("none", True, True)) for e in (2, 1))
+    experts = SH.expert_params(w)
+    assert two["feasible"] and one["feasible"], (two["reason"], one["reason"])
+    assert split_params(w, dict(base, etp=2))[1] == pytest.approx(experts / (2 * 4 * 4))
+    assert split_params(w, dict(base, etp=1))[1] == pytest.approx(experts / (4 * 4))
+    assert split_params(w, base)[1] == pytest.approx(experts / (2 * 4 * 4))       # etp defaults to tp
+    h, k, s, L, m = 4096, 2, w["seq_len"], 8, two["microbatches"]               # 8 layers a stage
+    kept = [M.layer_activation_bytes(w, 1, 2, "none", True, e) for e in (2, 1)]
+    assert kept[0] - kept[1] == pytest.approx(k * h * (2 - 1) * 2 * s / 2)        # the gathered inputs
+    routed = s / 2 * k * h * 2                # a GPU's s / tp tokens, k copies, 2 bytes
+    etp_items = [i for i in two["collectives"] if i["what"].startswith("expert-tensor-parallel")]
+    assert sorted(i["op"] for i in etp_items) == ["all_gather", "reduce_scatter"]
+    for i in etp_items:
+        assert i["count"] == m * 2 * L and i["bytes"] == pytest.approx(i["count"] * 2 * routed)
+    assert not any(i["what"].startswith("expert-tensor-parallel") for i in one["collectives"])
+    for c in (one, two):
+        tp_ar = next(i for i in c["collectives"] if i["what"].startswith("tensor-parallel"))
+        assert tp_ar["count"] == m * 2 * L
+    assert any("--expert-tensor-parallel-size 1" in line for line in one["config"])
+    assert not any("--expert-tensor-parallel-size" in line for line in two["config"])
+    assert one["model_states_gb"] > two["model_states_gb"]
+    name = ST.name("megatron", 2, 1, 8, 1, 4, 1)
+    assert name == "tp2-pp8-dp1-ep4-etp1" and LAYOUT_RE.match(name) and ST.name("megatron", 2, 1, 8, 1, 4, 2) == \
+        "tp2-pp8-dp1-ep4"
+    shapes = {(c["tp"], c["ep"], c.get("etp")) for c in res["candidates"] if c["kind"] == "megatron"}
+    assert (2, 4, 1) in shapes and (2, 4, 2) in shapes and (2, 8, 1) in shapes and (2, 8, 2) in shapes
+    assert all((c["tp"] * c["cp"] * c["dp"]) % (c["ep"] * (c.get("etp") or c["tp"])) == 0
+               for c in res["candidates"] if c["kind"] == "megatron")
+
+
+def test_expert_table_is_the_measured_run():
+    """comm_bench/data/select_expert_gemms.json is what tools/check_select_kernels.py derives
+    from the recorded H200 run (an edit of either alone fails here), and every measured
+    figure is a share of a peak (0, 1]."""
+    import json
+    import check_select_kernels as KR
+    from comm_bench.select.compute import EXPERT_TABLE
+    with open(os.path.join(ROOT, "docs", "benchmarks", "selection-kernels-experts-h200.json")) as f:
+        derived = json.loads(json.dumps(KR.expert_table(json.load(f))))
+    with open(EXPERT_TABLE) as f:
+        shipped = json.load(f)
+    assert shipped == derived
+    models = {s["model"] for s in shipped["shapes"]}
+    assert {"qwen3-30b-a3b", "gpt-oss-120b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b"} <= models
+    assert all(0 < e <= 1 for s in shipped["shapes"] for k in ("bf16", "fp8") for _, e in s[k])
+
+
+def test_expert_efficiency_by_shape_and_tokens_per_expert(tmp_path):
+    """Qwen3-30B-A3B's experts (h 2,048, f 768; 128 experts, top-8) at 4,096 tokens: ep 8 at
+    b 2 gives each expert M = 8 x 2 x 4,096 x 8 / 128 = 4,096 rows (the table's 4,096 figure),
+    ep 1 at b 1 only 256 (its 256 figure), between two measured M log-linear, below the
+    smallest held; in FP8 the FP8 column. Fewer rows per expert: slower experts."""
+    import math
+    from comm_bench.select import workload as W
+    from comm_bench.select.compute import Compute, expert_shapes, gpu_figures
+    table = next(s for s in expert_shapes() if s["model"] == "qwen3-30b-a3b")
+    bf, f8 = dict(table["bf16"]), dict(table["fp8"])
+    w = W.build("qwen3-30b-a3b", seq_len=4096)
+    c = Compute(w, gpu_figures({"gpu_name": "NVIDIA H100 80GB HBM3"}))
+    assert c.expert_efficiency(2, 8) == pytest.approx(bf[4096])
+    assert c.expert_efficiency(1, 1) == pytest.approx(bf[256])
+    mid = bf[2048] + (bf[4096] - bf[2048]) * math.log(3072 / 2048) / math.log(2)
+    assert c.expert_efficiency(1.5, 8) == pytest.approx(mid)
+    assert c.expert_efficiency(1, 1, tp=8) == pytest.approx(bf[256])          # etp = tp: gathered, 256
+    assert c.expert_efficiency(1, 1, tp=8, etp=1) == pytest.approx(bf[128])   # M 32: held at 128
+    c8 = Compute(W.build("qwen3-30b-a3b", seq_len=4096, precision="fp8"), gpu_figures({"gpu_name": "H100"}))
+    assert c8.expert_efficiency(2, 8) == pytest.approx(f8[4096])
+    assert c8.expert_rate(2, 8) == pytest.approx(1979e12 * f8[4096])
+    assert c.seconds(1, ep=1, logits=False) > c.seconds(1, ep=8, logits=False)

@@ -22,6 +22,10 @@ sheet's dense bf16 peak, comm_bench/select/gpus.py):
              (workload.flops_per_sample(executed=True)); FlashAttention's own benchmarks
              count the backward as 2.5 x the forward instead.
 
+  expert_grid  (not in the default kinds) the expert case for the routed experts of each MoE
+             preset (EXPERT_SHAPES) at M = 128 ... 8,192 tokens per expert, bf16 (loop and
+             grouped) and FP8 (a loop of fp8 cases per expert, and torch._scaled_grouped_mm;
+             against the FP8 peak).
   fp8        forward, data and weight gradient of a linear layer as three FP8 GEMMs (e4m3,
              per-tensor scales, bf16 out; torch._scaled_mm), Llama 3 8B / 70B / 405B at the
              tensor-parallel sizes of NeMo's FP8 runs; efficiency against the FP8 dense peak
@@ -35,6 +39,8 @@ sheet's dense bf16 peak, comm_bench/select/gpus.py):
 
     python tools/check_select_kernels.py --json out.json     # needs torch and a CUDA GPU
     python tools/check_select_kernels.py --sustain 240 --json sustained.json
+    python tools/check_select_kernels.py --expert-table docs/benchmarks/selection-kernels-experts-h200.json \
+        comm_bench/data/select_expert_gemms.json      # select's table from an expert_grid run
 """
 from __future__ import annotations
 
@@ -62,6 +68,13 @@ EXPERTS = [  # (label, local experts, tokens per expert M, hidden h, expert FFN 
     ("gpt-oss-120b ep8, b 16", 16, 16384, 2880, 2880),
     ("mixtral-8x22b ep8, b 1", 1, 8192, 6144, 16384),
 ]
+# expert_grid: the routed experts of the MoE presets (hidden h, expert FFN f) at each M, the
+# tokens an expert gets per micro-batch (ep etp b s k / (tp E): 128 for a small micro-batch
+# spread over many experts, 8,192 for a large one over few), GRID_EXPERTS local experts
+EXPERT_SHAPES = [("qwen3-30b-a3b", 2048, 768), ("gpt-oss-120b", 2880, 2880), ("qwen3-235b-a22b", 4096, 1536),
+                 ("deepseek-v3", 7168, 2048), ("mixtral-8x7b", 4096, 14336)]
+EXPERT_M = (128, 256, 512, 1024, 2048, 4096, 8192)
+GRID_EXPERTS = 8
 CROSS_ENTROPY = [  # (label, tokens T, vocabulary V)
     ("gpt-oss-120b, b 4 x 4,096", 16384, 201088),
     ("llama3 vocabulary, 8,192 tokens", 8192, 128256),
@@ -234,14 +247,91 @@ def expert_rows(label, E, M, h, f, peak, closures=False):
     return rows
 
 
+def fp8_grouped(E, M, h, f):
+    """The experts' six GEMMs as torch._scaled_grouped_mm calls (e4m3, row-wise scales, bf16
+    out): forward (x W1, a W2), data gradients (g1 W1^T, g W2^T), weight gradients (x^T g1,
+    a^T g, grouped along the tokens); None where this torch has no such kernel."""
+    import torch
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        return None
+    f8, dev = torch.float8_e4m3fn, "cuda"
+    offs = torch.arange(M, E * M + 1, M, device=dev, dtype=torch.int32)
+
+    def act(rows, cols):                       # row-major (rows x cols)
+        return torch.randn(rows, cols, device=dev).to(f8)
+
+    def weights(k, n):                         # (E, k, n), column-major as the kernel takes it
+        return torch.randn(E, n, k, device=dev).to(f8).transpose(-2, -1)
+
+    def fwd(k, n):                             # (E M x k) @ (E, k, n)
+        a, b = act(E * M, k), weights(k, n)
+        sa, sb = torch.ones(E * M, device=dev), torch.ones(E, n, device=dev)
+        return lambda: torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+
+    def wgrad(k, n):                           # (k x E M) @ (E M x n), one (k x n) per expert
+        a, b = act(k, E * M), act(n, E * M).T
+        sa, sb = torch.ones(E * k, device=dev), torch.ones(E * n, device=dev)
+        return lambda: torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+    calls = [fwd(h, 2 * f), fwd(f, h), fwd(2 * f, h), fwd(h, f), wgrad(h, 2 * f), wgrad(f, h)]
+    return lambda: [c() for c in calls]
+
+
+def fp8_expert_rows(label, E, M, h, f, peak):
+    """The same experts' GEMMs in FP8, efficiency against the FP8 peak (2 x bf16): a loop of
+    fp8_gemm cases per expert (per-tensor scales) and fp8_grouped (one kernel per GEMM)."""
+    flops = E * 3 * 2.0 * M * 3 * h * f
+    loop = [fp8_gemm(M, h, 2 * f) for _ in range(E)] + [fp8_gemm(M, f, h) for _ in range(E)]
+    rows = []
+    for how, fn in (("loop of FP8 GEMMs", lambda: [c() for c in loop]),
+                    ("torch._scaled_grouped_mm", fp8_grouped(E, M, h, f))):
+        if fn is None:
+            continue
+        try:
+            t = timed(fn)
+        except Exception as e:  # noqa: BLE001  (no FP8 on this GPU or build)
+            rows.append({"kind": "expert_fp8", "case": label, "how": how, "error": str(e)[:300]})
+            continue
+        rows.append({"kind": "expert_fp8", "case": label, "how": how, "experts": E, "M": M, "hidden": h,
+                     "ffn": f, "seconds": t, "tflops": flops / t / 1e12, "efficiency": flops / t / (2 * peak)})
+    return rows
+
+
+def expert_table(raw):
+    """select's routed-expert efficiency table (comm_bench/data/select_expert_gemms.json) from an
+    expert_grid run: per preset shape, bf16 and fp8 [M, efficiency], the faster way at each M."""
+    shapes = {}
+    for r in raw["cases"]:
+        if r["kind"] not in ("expert", "expert_fp8") or "error" in r or not r.get("hidden"):
+            continue
+        s = shapes.setdefault(r["case"], {"model": r["case"], "hidden": r["hidden"], "ffn": r["ffn"],
+                                          "bf16": {}, "fp8": {}})
+        col = s["bf16" if r["kind"] == "expert" else "fp8"]
+        col[r["M"]] = max(col.get(r["M"], 0.0), round(r["efficiency"], 3))
+    for s in shapes.values():
+        for k in ("bf16", "fp8"):
+            s[k] = sorted(s[k].items())
+    return {"device": raw["device"], "source": "docs/benchmarks/selection-kernels-experts-h200.json "
+            "(tools/check_select_kernels.py --kinds expert_grid; --expert-table derives this file)",
+            "shapes": list(shapes.values())}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
+    p.add_argument("--expert-table", nargs=2, metavar=("RUN", "OUT"),
+                   help="write select's expert efficiency table OUT from an expert_grid RUN (no GPU)")
     p.add_argument("--kinds", default="gemm,expert,cross_entropy,attention,fp8", help="comma-separated case kinds")
     p.add_argument("--sustain", type=float, default=0, help="seconds per layer of the sustained run (only that)")
     p.add_argument("--layers", default=",".join(SUSTAINED), help="comma-separated layers of the sustained run")
     p.add_argument("--window", type=float, default=10.0, help="seconds per window of the sustained run")
     a = p.parse_args(argv)
+    if a.expert_table:
+        with open(a.expert_table[0], encoding="utf-8") as f:
+            table = expert_table(json.load(f))
+        with open(a.expert_table[1], "w", encoding="utf-8") as f:
+            json.dump(table, f, indent=1)
+            f.write("\n")
+        return
     kinds = {"sustained"} if a.sustain else set(a.kinds.split(","))
     import torch
     import torch.nn.functional as F
@@ -262,6 +352,10 @@ def main(argv=None):
                      "tflops": 3 * 2 * M * N * K / t / 1e12, "efficiency": 3 * 2 * M * N * K / t / (2 * peak)})
     for label, E, M, h, f in EXPERTS if "expert" in kinds else []:
         rows += expert_rows(label, E, M, h, f, peak)
+    for label, h, f in EXPERT_SHAPES if "expert_grid" in kinds else []:
+        for M in EXPERT_M:
+            rows += expert_rows(label, GRID_EXPERTS, M, h, f, peak)
+            rows += fp8_expert_rows(label, GRID_EXPERTS, M, h, f, peak)
     for label, T, V in CROSS_ENTROPY if "cross_entropy" in kinds else []:
         logits = torch.randn(T, V, device=dev, dtype=bf, requires_grad=True)
         target = torch.randint(0, V, (T,), device=dev)

@@ -87,7 +87,7 @@ def predicted(b, gpu="H200", ep=8, window=False):
     assert abs(2 * (attn_kept + 2 * h + k * (h + 3 * f)) - SH.activation_bytes_per_token(w, 1, True, "none", True, 2)) < 1e-6
     attn_flops = W.attention_flops_per_sample(w, "none", executed=True) * b * share
     sdpa = attn_flops / (peak * (comp.attention_efficiency() or eff))
-    gemms = comp.expert_flops(b, 1, share, "none") / (peak * comp.expert_efficiency(b, ep)) \
+    gemms = comp.expert_flops(b, 1, share, "none") / comp.expert_rate(b, ep) \
         + comp.expert_weight_wait(b, 1, share, "none", ep)
     perm = comp.permute_seconds(b, 1, share, "none", ep)
     out = {"attention_block": sdpa + 3 * 2.0 * T * SH.attention_params(w) / (peak * eff) + pe * attn_kept,

@@ -56,7 +56,7 @@ LLAMA3 = "Grattafiori et al., The Llama 3 Herd of Models, 2024 (arXiv 2407.21783
 BRIDGE = ("NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container, DGX-{sys} table "
           "(docs.nvidia.com/nemo/megatron-bridge/latest/performance-summary.html; "
           "docs/performance-summary.md of NVIDIA-NeMo/Megatron-Bridge)")
-# model, system, GPUs, published layout (kind, tp, cp, pp, ep, micro-batch or None, v or None),
+# model, system, GPUs, published layout (kind, tp, cp, pp, ep, etp or None (= tp), micro-batch or None, v or None),
 # seq, global batch, recompute, gradient reduction, precision, metric, published figure, source.
 # gpt-oss: the 25.11 recipe (Megatron-Bridge scripts/performance/configs/gpt_oss/
 # gpt_oss_workload_base_configs.py) recomputes the norms and the experts' activation
@@ -68,23 +68,23 @@ BRIDGE = ("NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container, DGX
 # no recomputation, bf16 gradients (set_llama3_common_configs); model TFLOP/s as the table.
 OSS_RC = "modules:layernorm,moe_act"
 RUNS = [
-    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
+    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
      430, LLAMA3),
-    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
+    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
      400, LLAMA3),
-    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 16, 16, 1, 1, None), 131072, 128, "none", "fp32", "bf16",
+    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 16, 16, 1, None, 1, None), 131072, 128, "none", "fp32", "bf16",
      "tflops", 380, LLAMA3),
-    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, 1, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 5630,
+    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, None, 1, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 5630,
      BRIDGE.format(sys="H100")),
-    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, 4, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 8213,
+    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, None, 4, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 8213,
      BRIDGE.format(sys="B200")),
-    ("llama3-70b", "H100", 64, ("megatron", 4, 1, 8, 1, 1, 5), 8192, 128, "none", "bf16", "fp8", "tokens", 1602,
+    ("llama3-70b", "H100", 64, ("megatron", 4, 1, 8, 1, None, 1, 5), 8192, 128, "none", "bf16", "fp8", "tokens", 1602,
      BRIDGE.format(sys="H100")),
-    ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, 1, 8), 8192, 512, "none", "bf16", "fp8", "tokens", 292,
+    ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, None, 1, 8), 8192, 512, "none", "bf16", "fp8", "tokens", 292,
      BRIDGE.format(sys="H100")),
-    ("qwen3-30b-a3b", "H100", 16, ("megatron", 1, 1, 2, 8, 2, 24), 4096, 512, "none", "bf16", "fp8", "tokens", 5275,
+    ("qwen3-30b-a3b", "H100", 16, ("megatron", 1, 1, 2, 8, None, 2, 24), 4096, 512, "none", "bf16", "fp8", "tokens", 5275,
      BRIDGE.format(sys="H100")),
-    ("qwen3-235b-a22b", "H100", 256, ("megatron", 2, 1, 8, 32, 1, 4), 4096, 2048, "none", "bf16", "fp8", "tokens",
+    ("qwen3-235b-a22b", "H100", 256, ("megatron", 2, 1, 8, 32, 1, 1, 4), 4096, 2048, "none", "bf16", "fp8", "tokens",
      1575, BRIDGE.format(sys="H100")),
 ]
 
@@ -112,11 +112,12 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_redu
     from comm_bench.select import select
     from comm_bench.select.facts import TIE
     from comm_bench.select.predict import predict
-    kind, tp, cp, pp, ep, mb, v = layout
+    kind, tp, cp, pp, ep, etp, mb, v = layout
     res = select(documents(folder, system), model=model, nodes=gpus // 8, seq_len=seq, global_batch=gb,
                  micro_batch=mb, recompute=recompute, grad_reduce=grad_reduce, precision=precision)
     w, cl, lm, comp, overlap, headroom = res["context"]
-    shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep}
+    shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep,
+             **({"etp": etp} if etp else {})}
     # Llama 3 (torchtitan-like FSDP): no resharding after forward, as the paper states
     force = (recompute, False, tp > 1, False) if kind == "fsdp-tp" else None
     pub = predict(shape, dict(w, recompute=recompute if recompute != "auto" else w["recompute"]), cl, lm, comp,
@@ -127,7 +128,8 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_redu
     ratio = pred / published if pred else None
     faster = bool(rec and pub["feasible"] and rec["tokens_per_s"] >= pub["tokens_per_s"] * (1 - TIE))
     return {"model": model, "system": system, "gpus": gpus, "seq": seq, "global_batch": gb,
-            "published_layout": f"{kind} tp{tp} cp{cp} pp{pp} dp{shape['dp']} ep{ep}", "metric": metric,
+            "published_layout": f"{kind} tp{tp} cp{cp} pp{pp} dp{shape['dp']} ep{ep}" + (f" etp{etp}" if etp else ""),
+            "metric": metric,
             "published": published, "predicted": round(pred, 1) if pred else None,
             "ratio": round(ratio, 3) if ratio else None, "source": source,
             "predicted_causal_count": round(model_tflops(w, pub, gpus, True), 1)

@@ -31,11 +31,12 @@ def dgx_topology(host, rdma=True, nvlink=True):
 
 
 def node_topology(host, gpu_name, gpu_mem_bytes, nvlink_version, nvlink_links, nvlink_gbs, nic_gbs, nics=8,
-                  nic_kind="ib"):
-    """The DGX H100 fixture as another node: its GPUs renamed with their memory and NVLink,
-    `nics` compute NICs of `nic_kind` at nic_gbs GB/s (the rest dropped); nic_kind
-    "ethernet" keeps one port at nic_gbs and no RDMA NIC."""
+                  nic_kind="ib", gpus=8):
+    """The DGX H100 fixture as another node: its first `gpus` GPUs (a 4-GPU board: gpus=4)
+    renamed with their memory and NVLink, `nics` compute NICs of `nic_kind` at nic_gbs GB/s
+    (the rest dropped); nic_kind "ethernet" keeps one port at nic_gbs and no RDMA NIC."""
     t = dgx_topology(host, rdma=nic_kind != "ethernet")
+    t["gpus"] = t["gpus"][:gpus]
     for g in t["gpus"]:
         g["name"], g["memory_total"] = gpu_name, gpu_mem_bytes
         g["nvlink"].update(links=nvlink_links, version=nvlink_version, gbs=nvlink_gbs, to_nvswitch=nvlink_links)

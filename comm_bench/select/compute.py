@@ -20,7 +20,10 @@ them the SC'21 Table 1 runs come out within 15% (docs/benchmarks/selection-publi
 A CNN (no layer shapes) takes FLOPs / (peak x CNN_MFU)."""
 from __future__ import annotations
 
+import functools
+import json
 import math
+import os
 
 from ..errors import UsageError
 from . import gpus as GP
@@ -42,8 +45,8 @@ CNN_MFU = 0.4                # no layer shapes to build a roofline from (assumed
 # mixes read 0.66-0.75, so GEMM_EFFICIENCY stays. Hopper GPUs share SMs, clocks and the
 # 700 W cap (H100, H200, GH200); elsewhere attention runs at the GEMM efficiency.
 ATTENTION_EFFICIENCY = {64: [(4096, 0.270)], 128: [(8192, 0.340), (32768, 0.433)]}
-# --precision fp8: the linear layers' GEMMs (forward, data and weight gradients; routed
-# experts too, not measured apart) run at this share of the dense FP8 peak on Hopper:
+# --precision fp8: the linear layers' GEMMs (forward, data and weight gradients; the routed
+# experts' by their own measured table, below) run at this share of the dense FP8 peak on Hopper:
 # e4m3 GEMMs with per-tensor scales (torch._scaled_mm) inside a Llama 3 70B tp4 layer beside
 # bf16 cuDNN attention, 60 s at the 700 W cap, FLOP-weighted (0.58-0.65 by shape; alone on a
 # cool card 0.51-0.66; docs/benchmarks/selection-kernels-fp8-h200.json). Elsewhere the
@@ -54,13 +57,22 @@ FP8_GEMM_EFFICIENCY = 0.63
 # write e4m3 row-wise plus the transposed copy the other GEMM needs: 2 + 2 + 1 + 1.
 FP8_CAST_BYTES = 6
 MEASURED_ON = ("H100", "H200", "GH200")
-# A MoE layer's routed experts, forward + backward (data and weight gradients), bf16: FLOPs /
-# (seconds x the dense peak) by the tokens M each expert gets per micro-batch, measured on
-# one H200 (docs/benchmarks/selection-kernels-moe-h200.json: 16 local SwiGLU experts of
-# gpt-oss-120b's h = f = 2,880, the faster of a loop of matmuls and torch._grouped_mm; a
-# Mixtral-8x22B expert read 0.68). Log-linear in M, held at the ends; Hopper GPUs only.
-EXPERT_EFFICIENCY = [(1024, 0.643), (4096, 0.634), (16384, 0.653)]
+# A MoE layer's routed experts, forward + backward (data and weight gradients): FLOPs /
+# (seconds x the dense bf16 or FP8 peak) by the expert's shape (hidden, expert FFN) and the
+# tokens M each expert gets per micro-batch, measured on one H200 for each MoE preset's shape
+# at M = 128 ... 8,192 (comm_bench/data/select_expert_gemms.json, derived from
+# docs/benchmarks/selection-kernels-experts-h200.json: 8 local experts, the faster of a loop
+# of GEMMs and one grouped kernel; bf16 0.08-0.68, FP8 0.07-0.61 of the FP8 peak: small
+# experts at small M fill little of the GPU). The nearest measured shape (log h, log f),
+# log-linear in M, held at the ends; Hopper GPUs only.
+EXPERT_TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                            "select_expert_gemms.json")
 
+
+@functools.lru_cache(maxsize=1)
+def expert_shapes():
+    with open(EXPERT_TABLE, encoding="utf-8") as f:
+        return json.load(f)["shapes"]
 
 def measured_gemm_efficiency(path, peak_tflops):
     """[(hidden, efficiency)] of a tools/bench_train_step.py file (its cases' local compute)."""
@@ -159,17 +171,24 @@ class Compute:
         import numpy as np
         return float(np.interp(math.log(width), [math.log(h) for h, _ in pts], [e for _, e in pts]))
 
-    def expert_efficiency(self, b, ep):
-        """Measured efficiency of the routed experts' GEMMs at M = the tokens each expert gets
-        per micro-batch (ep x b s k / E: the ep GPUs' tokens over E experts), on a GPU of the
-        measured kind; else the dense GEMMs' efficiency."""
+    def expert_efficiency(self, b, ep, tp=1, etp=None):
+        """Measured efficiency of the routed experts' GEMMs (bf16, or FP8 of the FP8 peak) at
+        their shape and M = the tokens each expert gets per micro-batch (ep etp x b s / tp x k
+        / E: the ep x etp GPUs' tokens over E experts, sequence parallel over tp), on a GPU of
+        the measured kind; else the dense GEMMs' (the FP8 one in FP8)."""
         w = self.w
         if self.gpu.get("name") not in MEASURED_ON or self.gemm_points:
-            return self.gemm_efficiency(w["hidden"])
+            return self.fp8_efficiency() if self.fp8_peak else self.gemm_efficiency(w["hidden"])
         import numpy as np
-        tokens = ep * b * w["seq_len"] * w["experts_per_token"] / w["experts"]
-        pts = EXPERT_EFFICIENCY
+        shape = min(expert_shapes(), key=lambda s: math.hypot(math.log(s["hidden"] / w["hidden"]),
+                                                             math.log(s["ffn"] / w["expert_ffn"])))
+        pts = shape["fp8" if self.fp8_peak else "bf16"]
+        tokens = ep * (etp or tp) * b * w["seq_len"] / tp * w["experts_per_token"] / w["experts"]
         return float(np.interp(math.log(max(tokens, 1.0)), [math.log(m) for m, _ in pts], [e for _, e in pts]))
+
+    def expert_rate(self, b, ep, tp=1, etp=None):
+        """FLOP/s of the routed experts' GEMMs: the measured efficiency x the bf16 or FP8 peak."""
+        return (self.fp8_peak or self.peak) * self.expert_efficiency(b, ep, tp, etp)
 
     def expert_flops(self, b, tp, layer_share, recompute):
         """The routed experts' FLOPs of a micro-batch (forward x 3, a recomputed forward added)."""
@@ -180,11 +199,11 @@ class Compute:
         mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
         return (3 + W.recompute_share(recompute)) * 2.0 * b * w["seq_len"] * w["experts_per_token"] * mlp * n_moe / tp
 
-    def expert_weight_wait(self, b, tp, layer_share, recompute, ep):
+    def expert_weight_wait(self, b, tp, layer_share, recompute, ep, etp=None):
         """Seconds a micro-batch's expert GEMMs wait on HBM beyond their FLOPs (roofline of the
         routed experts, a MoE layer's GEMMs per expert are small: M = the tokens routed to
         it): each pass (forward; backward's data and weight gradients; a recomputed forward)
-        reads the GPU's experts' weights, (E / ep) 3 h f_e / tp x p bytes per MoE layer;
+        reads the GPU's experts' weights, (E / ep) 3 h f_e / etp x p bytes per MoE layer;
         what exceeds the experts' FLOP time is added. ep = 1 on many experts reads them all."""
         w = self.w
         n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
@@ -193,23 +212,23 @@ class Compute:
         passes = 3 + W.recompute_share(recompute)
         mlp = SH.mlp_params(w["hidden"], w["expert_ffn"], w["glu"])
         flops = self.expert_flops(b, tp, layer_share, recompute)
-        reads = passes * (w["experts"] / ep) * mlp * n_moe / tp * w["bytes"]["p"]
-        return max(0.0, reads / self.hbm - flops / (self.peak * self.expert_efficiency(b, ep)))
+        reads = passes * (w["experts"] / ep) * mlp * n_moe / (etp or tp) * w["bytes"]["p"]
+        return max(0.0, reads / self.hbm - flops / self.expert_rate(b, ep, tp, etp))
 
-    def permute_seconds(self, b, tp, layer_share, recompute, ep):
+    def permute_seconds(self, b, tp, layer_share, recompute, ep, etp=1):
         """Seconds a micro-batch's MoE token permutation moves through HBM (memory-bound
         gathers and scatters, no FLOPs): per MoE layer and pass (forward, backward, a
         recomputed forward) the dispatcher's permute reads a token's h and writes its k copies,
         the unpermute reads the k copies and writes h (Megatron-Core's moe_utils.permute /
         unpermute): 2 (k + 1) h elements per token; with ep > 1 and several local experts
-        the received tokens are sorted by local expert and back (sort_chunks_by_idxs):
-        + 4 k h. Tokens per GPU: b s / tp (sequence parallel)."""
+        the received tokens (gathered over etp) are sorted by local expert and back
+        (sort_chunks_by_idxs): + 4 k h etp. Tokens per GPU: b s / tp (sequence parallel)."""
         w = self.w
         n_moe = SH.moe_layers(w) * layer_share if "ffn_hidden" in w else 0
         if not n_moe:
             return 0.0
         k, h = w["experts_per_token"], w["hidden"]
-        elems = 2 * (k + 1) * h + (4 * k * h if ep > 1 and w["experts"] // ep > 1 else 0)
+        elems = 2 * (k + 1) * h + (4 * k * h * etp if ep > 1 and w["experts"] // ep > 1 else 0)
         passes = 2 + W.recompute_share(recompute)
         return self.hbm_seconds(b, tp, passes * n_moe * elems, w["bytes"]["act"])
 
@@ -229,10 +248,12 @@ class Compute:
         of its b s / tp tokens (sequence parallel) of a micro-batch."""
         return b * self.w["seq_len"] / tp * elems_per_token * elem_bytes / self.hbm
 
-    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True):
+    def seconds(self, b, tp=1, layer_share=1.0, recompute="none", sp=False, ep=1, logits=True, etp=None):
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
-        experts of MoE layers 1/ep), and the output layer when `logits` (it runs on the last
-        pipeline stage alone: Megatron-Core's and torchtitan's stage split)."""
+        experts of MoE layers 1/ep, each split over etp, tp when not given), and the output
+        layer when `logits` (it runs on the last pipeline stage alone: Megatron-Core's and
+        torchtitan's stage split)."""
+        etp = etp or tp
         w = self.w
         counted, executed = W.logits_flops_per_sample(w, recompute)
         layers = W.flops_per_sample(w, recompute, executed=True) - counted
@@ -244,21 +265,20 @@ class Compute:
             return flops / (self.peak * self.mfu)
         if w["kind"] != "transformer":
             return flops / (self.peak * CNN_MFU)
-        kept = M.layer_activation_bytes(w, b, tp, "none", sp) * w["layers"] * layer_share
+        kept = M.layer_activation_bytes(w, b, tp, "none", sp, etp) * w["layers"] * layer_share
         eff = self.gemm_efficiency(w["hidden"] / tp)
         attn = W.attention_flops_per_sample(w, recompute, executed=True) * b * layer_share / tp
         attn_eff = self.attention_efficiency() or eff
         experts = self.expert_flops(b, tp, layer_share, recompute)
-        if self.fp8_peak:                     # linear layers, routed experts too, in FP8
-            gemm_rate = expert_rate = self.fp8_peak * self.fp8_efficiency()
-        else:
-            gemm_rate, expert_rate = self.peak * eff, self.peak * (self.expert_efficiency(b, ep) if experts else 1.0)
+        # linear layers (routed experts too) in FP8 where asked
+        gemm_rate = self.fp8_peak * self.fp8_efficiency() if self.fp8_peak else self.peak * eff
+        expert_rate = self.expert_rate(b, ep, tp, etp) if experts else 1.0
         return ((flops - attn - experts) / gemm_rate + attn / (self.peak * attn_eff)
                 + experts / expert_rate
                 + self.fp8_cast_seconds(b, tp, layer_share)
                 + ELEMENTWISE_PASSES * kept / self.hbm
-                + self.expert_weight_wait(b, tp, layer_share, recompute, ep)
-                + self.permute_seconds(b, tp, layer_share, recompute, ep)
+                + self.expert_weight_wait(b, tp, layer_share, recompute, ep, etp)
+                + self.permute_seconds(b, tp, layer_share, recompute, ep, etp)
                 + self.module_recompute_seconds(b, tp, layer_share, recompute))
 
 

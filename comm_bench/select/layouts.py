@@ -141,6 +141,8 @@ def _config_lines(c, w):
         if c.get("ep", 1) > 1:
             flags.append(f"--num-experts {w['experts']} --moe-router-topk {w['experts_per_token']} "
                          f"--expert-model-parallel-size {c['ep']} --moe-token-dispatcher-type alltoall")
+        if w.get("experts") and c.get("etp", c["tp"]) != c["tp"]:
+            flags.append(f"--expert-tensor-parallel-size {c['etp']}")
         if c["distributed_optimizer"]:
             flags.append("--overlap-grad-reduce --overlap-param-gather")
         if c["distributed_optimizer"]:
@@ -201,6 +203,8 @@ def _torchtitan(c, w):
            f"context_parallel_degree = {c.get('cp', 1)}", f"pipeline_parallel_degree = {c['pp']}",
            f"expert_parallel_degree = {c.get('ep', 1)}",
            f"fsdp_reshard_after_forward = \"{'always' if c['reshard'] else 'never'}\""]
+    if w.get("experts"):
+        par.insert(5, f"expert_tensor_parallel_degree = {c.get('etp') or c['tp']}")
     if c["pp"] > 1:
         par.append(f"pipeline_parallel_schedule = \"{'Interleaved1F1B' if c['virtual_stages'] > 1 else '1F1B'}\"")
     return ["torchtitan: [parallelism] " + ", ".join(par),

@@ -169,6 +169,11 @@ class LinkModel:
             # over its own NIC), measured under the node's full concurrency when r = G
             full = op in PER_RANK_OPS and g.ranks_per_node >= self.cluster["gpus_per_node"]
             share = 1.0 if full else self._share(scope, g)
+            if op in PER_RANK_OPS and scope == "inter-node" and g.n > 1:
+                # the rank's own network rate: of the measured S/t (busbw x n/(n-1)) the
+                # (n - r)/n that left its node crossed its NIC; hierarchical_stages prices the
+                # share that leaves the node at that rate ((n_inter - 1)/n_inter of S)
+                share *= (g.n - g.ranks_per_node) / (g.n - 1)
             t = flat(op, S, n, g.alpha, g.busbw_top() * share)
             return Est(t, "extrapolated", f"{scope} {op} n={n} at {human(S)}: ring from the measured {op} n={g.n} "
                                           f"({g.doc}): busbw {g.busbw_top() / 1e9:.4g} GB/s x GPU share {share:.3g}, "

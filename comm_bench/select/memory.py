@@ -54,16 +54,17 @@ def activation_bytes_per_layer(s, b, h, a, t=1, recompute="selective", act_bytes
     return s * b * h * f * act_bytes / 2.0
 
 
-def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False):
+def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False, etp=None):
     """Bytes one transformer layer keeps for backward (micro-batch b); a shaped model
-    (GQA, SwiGLU, MoE: shapes.py) by its own tensors, its largest layer (a MoE one if any)."""
+    (GQA, SwiGLU, MoE: shapes.py) by its own tensors, its largest layer (a MoE one if any);
+    etp: the experts' tensor parallelism (tp when not given)."""
     f = W.recompute_share(recompute)
     if 0 < f < 1:                             # partial: that share of the layers keeps its input only
-        full, none = (layer_activation_bytes(w, b, tp, rc, sp) for rc in ("full", "none"))
+        full, none = (layer_activation_bytes(w, b, tp, rc, sp, etp) for rc in ("full", "none"))
         return f * full + (1 - f) * none
     if "ffn_hidden" in w:
         per_token = SH.activation_bytes_per_token(w, tp, sp or tp == 1, recompute, SH.moe_layers(w) > 0,
-                                                  w["bytes"]["act"], w["precision"] == "fp8")
+                                                  w["bytes"]["act"], w["precision"] == "fp8", etp or tp)
         return per_token * w["seq_len"] * b
     return activation_bytes_per_layer(w["seq_len"], b, w["hidden"], w["heads"], tp, recompute,
                                        w["bytes"]["act"], sp, w["attention"] == "flash")
@@ -120,12 +121,12 @@ def stage_chunks(first, middle, v):
 
 
 def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=False, virtual=1, first_layers=None,
-                     middle_layers=None):
+                     middle_layers=None, etp=None):
     """The first pipeline stage's (first_layers layers; default ceil(L / pp)) activations with
     its micro-batches in flight (in_flight_layers), plus the last stage's logits."""
     if w["kind"] != "transformer":
         return w["act_bytes_per_sample"] * b * w["bytes"]["act"] / 2.0
-    per_layer = layer_activation_bytes(w, b, tp, recompute, sp)
+    per_layer = layer_activation_bytes(w, b, tp, recompute, sp, etp)
     layers = first_layers or math.ceil(w["layers"] / pp)
     chunks = stage_chunks(layers, middle_layers or layers, virtual if pp > 1 else 1)
     logits = 4.0 * w["seq_len"] * b * w["vocab"] / tp

@@ -21,7 +21,7 @@ TOP_KEYS = {"version", "mode", "rules"}
 NODE_KEYS = {"name", "if", "rules", "then"}
 THEN_KEYS = {"recommend", "framework", "rationale"}
 SPECIAL = {"best", "megatron", "fsdp-tp", "none"}
-LAYOUT_RE = re.compile(r"^(fsdp-tp:)?tp\d+(-cp\d+)?-pp\d+-dp\d+(-ep\d+)?$")
+LAYOUT_RE = re.compile(r"^(fsdp-tp:)?tp\d+(-cp\d+)?-pp\d+-dp\d+(-ep\d+)?(-etp\d+)?$")
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 

@@ -130,7 +130,7 @@ def linear_io_per_token(s, moe=False):
     return h + hq + 2 * hkv + hv + h + ffn
 
 
-def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2, fp8=False):
+def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, act_bytes=2, fp8=False, etp=1):
     """Bytes one layer keeps for backward per token (16-bit elements; flash attention keeps
     no score matrix; no dropout), generalising Korthikanti et al. 2022 (arXiv 2205.05198)
     to GQA and SwiGLU: the two norms' inputs (2 h) and the inputs of the QKV and first MLP
@@ -138,7 +138,9 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     and the attention output (h_q) for flash attention's backward; the MLP's intermediates
     (SwiGLU: gate, up and their product, 3 f; GeLU: its input and output, 2 f). A MoE layer
     keeps the intermediates of each of the k routed experts (+ shared experts) per token and
-    their inputs (h each). full recomputation keeps the layer input only; modules:
+    their inputs (h each; a routed copy's input whole on each of the etp GPUs that split its
+    expert, gathered there: Megatron-Core's dispatcher with expert tensor parallelism etp,
+    the default etp = tp). full recomputation keeps the layer input only; modules:
     recomputation drops the norms' outputs (layernorm) and the experts' activation output,
     the second projection's input (moe_act). fp8: the projections keep their inputs as the
     1-byte copies their weight gradients read (Transformer Engine), and the output
@@ -154,8 +156,9 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     attn = hq + 2 * hkv + hv
     act_in = 2 if s["glu"] else 1               # the activation's inputs: gate and up, or one
     if moe:
-        n, f = s["experts_per_token"] + s.get("shared_experts", 0), s["expert_ffn"]
-        mlp_lin = n * (h + (0 if "moe_act" in modules else f))   # each expert's two projection inputs
+        k, n, f = s["experts_per_token"], s["experts_per_token"] + s.get("shared_experts", 0), s["expert_ffn"]
+        # each expert's two projection inputs: h (routed copies: etp h, gathered) and f
+        mlp_lin = (n - k + k * etp) * h + n * (0 if "moe_act" in modules else f)
         mlp_act = n * act_in * f
     else:
         f = s["ffn_hidden"]

@@ -13,7 +13,8 @@ from . import memory as M
 from . import shapes as SH
 from .layouts import LAYOUTS, stage_layers, state_bytes
 from .linkmodel import worst
-from .strategies import groups
+from .strategies import etp as etp_of
+from .strategies import expert_dp, groups
 from .traffic import DEEPSPEED_BUCKET_ELEMS, Timeline, chunks, ddp_buckets
 from .workload import attention_share, recompute_share, tensors, units as fsdp_units
 
@@ -41,7 +42,7 @@ def batch_split(gb, b, dp, pp, v):
 
 def split_params(w, c):
     """(dense parameters, expert parameters) one GPU holds: dense / (tp pp), plus the
-    embedding or output layer (V h / tp) on the first and last stage; experts / (tp pp ep)."""
+    embedding or output layer (V h / tp) on the first and last stage; experts / (etp pp ep)."""
     tp, pp, ep = c["tp"], c["pp"], c.get("ep", 1)
     experts = SH.expert_params(w) if "ffn_hidden" in w and SH.moe_layers(w) else 0
     dense = w["params"] - experts
@@ -50,7 +51,7 @@ def split_params(w, c):
         local = (dense - emb_all) / (tp * pp) + w["vocab"] * w["hidden"] / tp
     else:
         local = dense / (tp * pp)
-    return local, experts / (tp * pp * ep)
+    return local, experts / (etp_of(c) * pp * ep)
 
 
 def _sharded(lay, cfg, pp):
@@ -69,12 +70,12 @@ def infeasible(out, reason):
 
 def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     kind, tp, pp, dp = c["kind"], c["tp"], c["pp"], c["dp"]
-    cp, ep = c.get("cp", 1), c.get("ep", 1)
+    cp, ep, etp = c.get("cp", 1), c.get("ep", 1), etp_of(c)
     lay = LAYOUTS[kind]
     N, G = cluster["world_size"], cluster["gpus_per_node"]
     b, v, rc = cfg.b, cfg.v, cfg.recompute
     m, gb = batch_split(w["global_batch"] or w["micro_batch"] * N, b, dp, pp, v)
-    out = dict(c, hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist,
+    out = dict(c, **({"etp": etp} if w.get("experts") else {}), hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist,
                sequence_parallel=cfg.sp, reshard=cfg.reshard, microbatches=m, global_batch=gb)
     unsized = dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None)
     if m == 0:
@@ -91,10 +92,11 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     dense, experts = split_params(w, c)
     sharded = _sharded(lay, cfg, pp)
     states = (M.model_states_bytes(dense, sb["p"], sb["g"], sb["k"], kind, shard, sharded=sharded)
-              + M.model_states_bytes(experts, sb["p"], sb["g"], sb["k"], kind, max(1, shard // ep), sharded=sharded))
+              + M.model_states_bytes(experts, sb["p"], sb["g"], sb["k"], kind,
+                                     shard if lay.shard_group == "node" else expert_dp(c), sharded=sharded))
     transformer = w["kind"] == "transformer"
     first, middle, last = stage_layers(w["layers"], pp) if transformer else (1, 1, 1)
-    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first, middle_layers=middle)
+    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first, middle_layers=middle, etp=etp)
     units = [u * (dense + experts) / max(1.0, w["params"] / pp) for u in fsdp_units(w)]   # a GPU's part
     buffers = 0.0
     if "p" in sharded:                        # two units gathered at a time, one's gradients
@@ -113,14 +115,19 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     # (Megatron-Core without --account-for-loss-in-pipeline-split, torchtitan's split)
     stages = [(first / w["layers"], False), (middle / w["layers"], False), (last / w["layers"], True)] \
         if transformer and pp > 1 else [(1.0, True)]
-    t_mb = max(compute.seconds(bc, tp, share, rc, cfg.sp, ep, logits=lg) for share, lg in stages)
+    t_mb = max(compute.seconds(bc, tp, share, rc, cfg.sp, ep, logits=lg, etp=etp) for share, lg in stages)
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch
     redo = recompute_share(rc)                # a recomputed forward repeats its layers' traffic
+    n_moe = math.ceil(SH.moe_layers(w) * layers_stage / w["layers"]) if "ffn_hidden" in w else 0
+    # a MoE layer's experts need no tp collective of their own when they are whole (etp 1)
+    # or when their tokens arrive by all-to-all (the etp gather below); else (ep 1, etp tp),
+    # or with shared experts (split over tp), tokens are gathered over tp as for a dense MLP
+    own_tp = n_moe if (ep > 1 or etp == 1) and not w.get("shared_experts") else 0
     if tp > 1:
         e, _ = tl.add("tensor-parallel activation all_reduce", "all_reduce",
-                      [act] * round((4 + 2 * redo) * layers_stage), g["tp"], repeat=m)
+                      [act] * round((4 + 2 * redo) * layers_stage - (2 + redo) * own_tp), g["tp"], repeat=m)
         per_mb += e.seconds / m
     if cp > 1:
         kv = act / w["hidden"] * 2 * w.get("kv_heads", w["heads"]) * SH.head_dim(w) / tp if "ffn_hidden" in w \
@@ -138,13 +145,17 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
                           scope="intra-node" if tp * cp <= G else "inter-node")
             hidden_by = attention_share(w) * t_mb  # each ring step overlaps the previous chunk's attention
             per_mb += max(0.0, e.seconds / m - hidden_by)
-    n_moe = math.ceil(SH.moe_layers(w) * layers_stage / w["layers"]) if "ffn_hidden" in w else 0
+    # a GPU's routed token copies (sequence parallel: its b s / (cp tp) tokens, k copies each)
+    routed = act / tp * w.get("experts_per_token", 0)
     if n_moe and ep > 1:                      # dispatch + combine, forward and backward
-        tokens = act / w["hidden"] / w["bytes"]["act"] / tp      # sequence parallel: tokens split over tp
-        S = tokens * w["experts_per_token"] * w["hidden"] * w["bytes"]["act"]
         e, _ = tl.add("expert-parallel all-to-all (dispatch, combine)", "alltoall",
-                      [S] * round((4 + 2 * redo) * n_moe), g["ep"], repeat=m)
+                      [routed] * round((4 + 2 * redo) * n_moe), g["ep"], repeat=m)
         per_mb += e.seconds / m
+    if n_moe and ep > 1 and etp > 1:          # received copies gathered over etp, outputs scattered back
+        for op in ("all_gather", "reduce_scatter"):   # forward's, and backward's of the other
+            e, _ = tl.add(f"expert-tensor-parallel token {op}", op, [etp * routed] * round((2 + redo) * n_moe),
+                          g["etp"], repeat=m)
+            per_mb += e.seconds / m
     if pp > 1:
         e, _ = tl.add("pipeline activation send/recv", "p2p", [act / tp] * (2 * v), (2, 1), repeat=m,
                       scope=g["pp_scope"])
