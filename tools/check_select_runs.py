@@ -57,7 +57,9 @@ BRIDGE = ("NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container, DGX
           "(docs.nvidia.com/nemo/megatron-bridge/latest/performance-summary.html; "
           "docs/performance-summary.md of NVIDIA-NeMo/Megatron-Bridge)")
 # model, system, GPUs, published layout (kind, tp, cp, pp, ep, etp or None (= tp), micro-batch or None, v or None),
-# seq, global batch, recompute, gradient reduction, precision, metric, published figure, source.
+# seq, global batch, recompute, gradient reduction, precision, the alltoall overlap (Megatron-Bridge's
+# moe_a2a_overlap: on in both Qwen3 H100 recipes at 5776a6d, qwen3_workload_base_configs.py; off
+# in gpt-oss's; no experts in Llama's), metric, published figure, source.
 # gpt-oss: the 25.11 recipe (Megatron-Bridge scripts/performance/configs/gpt_oss/
 # gpt_oss_workload_base_configs.py) recomputes the norms and the experts' activation
 # (recompute_modules = ["layernorm", "moe_act"]) and reduces gradients in bf16
@@ -68,24 +70,24 @@ BRIDGE = ("NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container, DGX
 # no recomputation, bf16 gradients (set_llama3_common_configs); model TFLOP/s as the table.
 OSS_RC = "modules:layernorm,moe_act"
 RUNS = [
-    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
-     430, LLAMA3),
-    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16", "tflops",
-     400, LLAMA3),
+    ("llama3-405b", "H100", 8192, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16",
+     True, "tflops", 430, LLAMA3),
+    ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 1, 16, 1, None, 1, None), 8192, 2048, "none", "fp32", "bf16",
+     True, "tflops", 400, LLAMA3),
     ("llama3-405b", "H100", 16384, ("fsdp-tp", 8, 16, 16, 1, None, 1, None), 131072, 128, "none", "fp32", "bf16",
-     "tflops", 380, LLAMA3),
-    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, None, 1, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 5630,
-     BRIDGE.format(sys="H100")),
-    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, None, 4, 1), 4096, 512, OSS_RC, "bf16", "bf16", "tokens", 8213,
-     BRIDGE.format(sys="B200")),
-    ("llama3-70b", "H100", 64, ("megatron", 4, 1, 8, 1, None, 1, 5), 8192, 128, "none", "bf16", "fp8", "tokens", 1602,
-     BRIDGE.format(sys="H100")),
-    ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, None, 1, 8), 8192, 512, "none", "bf16", "fp8", "tokens", 292,
-     BRIDGE.format(sys="H100")),
-    ("qwen3-30b-a3b", "H100", 16, ("megatron", 1, 1, 2, 8, None, 2, 24), 4096, 512, "none", "bf16", "fp8", "tokens", 5275,
-     BRIDGE.format(sys="H100")),
-    ("qwen3-235b-a22b", "H100", 256, ("megatron", 2, 1, 8, 32, 1, 1, 4), 4096, 2048, "none", "bf16", "fp8", "tokens",
-     1575, BRIDGE.format(sys="H100")),
+     True, "tflops", 380, LLAMA3),
+    ("gpt-oss-120b", "H100", 64, ("megatron", 1, 1, 4, 8, None, 1, 1), 4096, 512, OSS_RC, "bf16", "bf16",
+     False, "tokens", 5630, BRIDGE.format(sys="H100")),
+    ("gpt-oss-120b", "B200", 64, ("megatron", 1, 1, 1, 8, None, 4, 1), 4096, 512, OSS_RC, "bf16", "bf16",
+     False, "tokens", 8213, BRIDGE.format(sys="B200")),
+    ("llama3-70b", "H100", 64, ("megatron", 4, 1, 8, 1, None, 1, 5), 8192, 128, "none", "bf16", "fp8",
+     True, "tokens", 1602, BRIDGE.format(sys="H100")),
+    ("llama3-405b", "H100", 1024, ("megatron", 8, 2, 8, 1, None, 1, 8), 8192, 512, "none", "bf16", "fp8",
+     True, "tokens", 292, BRIDGE.format(sys="H100")),
+    ("qwen3-30b-a3b", "H100", 16, ("megatron", 1, 1, 2, 8, None, 2, 24), 4096, 512, "none", "bf16", "fp8",
+     True, "tokens", 5275, BRIDGE.format(sys="H100")),
+    ("qwen3-235b-a22b", "H100", 256, ("megatron", 2, 1, 8, 32, 1, 1, 4), 4096, 2048, "none", "bf16", "fp8",
+     True, "tokens", 1575, BRIDGE.format(sys="H100")),
 ]
 
 
@@ -107,14 +109,15 @@ def model_tflops(w, c, gpus, causal=False):
     return c["global_batch"] * W.flops_per_sample(w, executed=causal) / c["step_s"] / gpus / 1e12
 
 
-def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_reduce, precision, metric, published,
-              source):
+def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_reduce, precision, a2a_overlap, metric,
+              published, source):
     from comm_bench.select import select
     from comm_bench.select.facts import TIE
     from comm_bench.select.predict import predict
     kind, tp, cp, pp, ep, etp, mb, v = layout
     res = select(documents(folder, system), model=model, nodes=gpus // 8, seq_len=seq, global_batch=gb,
-                 micro_batch=mb, recompute=recompute, grad_reduce=grad_reduce, precision=precision)
+                 micro_batch=mb, recompute=recompute, grad_reduce=grad_reduce, precision=precision,
+                 a2a_overlap=a2a_overlap)
     w, cl, lm, comp, overlap, headroom = res["context"]
     shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep,
              **({"etp": etp} if etp else {})}

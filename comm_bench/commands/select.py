@@ -45,6 +45,10 @@ def _count(ctx, param, value):
 @click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default="fp32", show_default=True,
               help="Megatron-Core's gradient buffer and its reduction: fp32 (its default, 4 B per parameter) "
                    "or bf16 (--grad-reduce-in-bf16; Megatron-Bridge's grad_reduce_in_fp32=False).")
+@click.option("--a2a-overlap/--no-a2a-overlap", default=True, show_default=True,
+              help="Megatron-Core layouts with expert parallelism hide the dispatcher's alltoalls behind the "
+                   "paired micro-batch's compute (--overlap-moe-expert-parallel-comm --delay-wgrad-compute: "
+                   "combined 1F1B); --no-a2a-overlap prices them exposed, Megatron's default.")
 @click.option("--attention", type=click.Choice(ATTENTION), default=None,
               help="flash: kernels that keep no score matrix (default); unfused: 2021-style attention "
                    "(the Megatron SC'21 presets).")

@@ -83,7 +83,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None,
-           compute_from=None, grad_reduce="fp32", **shape):
+           compute_from=None, grad_reduce="fp32", a2a_overlap=True, **shape):
     """shape: the workload's shape flags, W.SHAPE_KEYS (kv_heads, ffn_hidden, experts ...)."""
     unknown = set(shape) - set(W.SHAPE_KEYS)
     if unknown:
@@ -102,7 +102,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
         raise UsageError(f"the results name no GPU (a CPU run?): say which GPU to plan for with --gpu NAME "
                          f"({', '.join(GP.GPUS)}), or give --gpu-mem and --gpu-tflops")
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
-                bucket_mb, recompute, attention, shape, grad_reduce)
+                bucket_mb, recompute, attention, shape, grad_reduce, a2a_overlap)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
     comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from)
     w["compute_note"] = comp.note

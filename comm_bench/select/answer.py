@@ -28,9 +28,9 @@ def assumptions(w, cl, lm, c, comp):
     if "assumed" in comp.note:
         out.append(f"compute: {comp.note} (--compute-from, --step-time or --mfu)")
     if w.get("experts") and comp.step_time is None and comp.mfu is None:
-        out.append("mixture of experts: predicted 1.6-2.4x faster than the published MoE runs with expert "
-                   "parallelism inside a node, within 15% of one across nodes (docs/benchmarks/selection-runs.md): "
-                   "plan from a measured MoE step (--step-time or --mfu)")
+        out.append("mixture of experts: predicted 1.4-2.9x faster than every published MoE run it was checked "
+                   "against, the more so the smaller the experts (docs/benchmarks/selection-runs.md): plan from a "
+                   "measured MoE step (--step-time or --mfu)")
     if c is not None and c["kind"] == "megatron" and w["precision"] in HALF and w["grad_reduce"] != "bf16":
         out.append("gradients: fp32 main gradients, reduced in fp32, Megatron's default (--grad-reduce bf16)")
     for key, flag in (("gpu_mem_gb", "--gpu or --gpu-mem"), ("gpus_per_node", "--gpus-per-node")):

@@ -143,6 +143,8 @@ def _config_lines(c, w):
                          f"--expert-model-parallel-size {c['ep']} --moe-token-dispatcher-type alltoall")
         if w.get("experts") and c.get("etp", c["tp"]) != c["tp"]:
             flags.append(f"--expert-tensor-parallel-size {c['etp']}")
+        if c.get("a2a_overlap"):
+            flags.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute")
         if c["distributed_optimizer"]:
             flags.append("--overlap-grad-reduce --overlap-param-gather")
         if c["distributed_optimizer"]:

@@ -13,7 +13,7 @@ from .linkmodel import human_s
 MAX_ROWS = 12
 CANDIDATE_KEYS = ("layout", "kind", "framework", "feasible", "reason", "model_states_gb", "activations_gb", "memory_gb",
                   "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "cp", "pp",
-                  "dp", "ep", "etp", "reshard", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
+                  "dp", "ep", "etp", "a2a_overlap", "reshard", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
                   "config", "micro_batch", "virtual_stages", "recompute", "distributed_optimizer", "sequence_parallel",
                   "global_batch", "collectives")
 LINK_KEYS = ("class", "scope", "op", "n", "alpha_us", "beta_gbs", "max_rel_err", "source", "transport", "sizes",

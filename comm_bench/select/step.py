@@ -61,6 +61,18 @@ def _sharded(lay, cfg, pp):
     return lay.sharded + ("k" if cfg.dist else "")
 
 
+def combined_1f1b(total, m, pp, t_mb):
+    """Exposed seconds per micro-batch of the dispatcher's communication (total per step)
+    under Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): in the steady
+    state a micro-batch's alltoalls run beside the paired micro-batch's compute (a forward
+    beside a backward) and hide behind up to all of it (assumed: no slowdown of either); the
+    min(m, pp) micro-batches of the warm-up and cool-down have no partner and run theirs
+    exposed."""
+    per = total / m
+    edge = min(m, pp)
+    return (edge * per + (m - edge) * max(0.0, per - t_mb)) / m
+
+
 def infeasible(out, reason):
     out.update(feasible=False, reason=reason, step_s=None, efficiency=None, comm_s=None, exposed_comm_s=None,
                compute_s=None, bubble=None, samples_per_s=None, tokens_per_s=None, comm_source=None,
@@ -147,15 +159,18 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
             per_mb += max(0.0, e.seconds / m - hidden_by)
     # a GPU's routed token copies (sequence parallel: its b s / (cp tp) tokens, k copies each)
     routed = act / tp * w.get("experts_per_token", 0)
+    dispatch = 0.0                            # the dispatcher's communication, seconds per step
     if n_moe and ep > 1:                      # dispatch + combine, forward and backward
         e, _ = tl.add("expert-parallel all-to-all (dispatch, combine)", "alltoall",
                       [routed] * round((4 + 2 * redo) * n_moe), g["ep"], repeat=m)
-        per_mb += e.seconds / m
+        dispatch += e.seconds
     if n_moe and ep > 1 and etp > 1:          # received copies gathered over etp, outputs scattered back
         for op in ("all_gather", "reduce_scatter"):   # forward's, and backward's of the other
             e, _ = tl.add(f"expert-tensor-parallel token {op}", op, [etp * routed] * round((2 + redo) * n_moe),
                           g["etp"], repeat=m)
-            per_mb += e.seconds / m
+            dispatch += e.seconds
+    out["a2a_overlap"] = bool(dispatch and w.get("a2a_overlap") and kind == "megatron")
+    per_mb += combined_1f1b(dispatch, m, pp, t_mb) if out["a2a_overlap"] else dispatch / m
     if pp > 1:
         e, _ = tl.add("pipeline activation send/recv", "p2p", [act / tp] * (2 * v), (2, 1), repeat=m,
                       scope=g["pp_scope"])

@@ -125,8 +125,9 @@ def _derived_shape(params):
 
 def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
-          attention=None, shape=None, grad_reduce="fp32"):
-    """shape: {kv_heads, ffn_hidden, experts, ...} given on the command line (None: not given)."""
+          attention=None, shape=None, grad_reduce="fp32", a2a_overlap=True):
+    """shape: {kv_heads, ffn_hidden, experts, ...} given on the command line (None: not given);
+    a2a_overlap: Megatron-Core's combined 1F1B hides the expert-parallel alltoalls (step.py)."""
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
     if model and params:
         raise UsageError("give --model or --params, not both")
@@ -207,6 +208,7 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     if grad_reduce not in GRAD_REDUCE:
         raise UsageError(f"unknown --grad-reduce {grad_reduce!r} ({', '.join(GRAD_REDUCE)})")
     w["grad_reduce"] = grad_reduce
+    w["a2a_overlap"] = bool(a2a_overlap)
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
 
 
