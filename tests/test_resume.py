@@ -37,7 +37,11 @@ def test_resume_continues_an_interrupted_document(tmp_path):
     assert entry["previous_failure"]["reason"] == "killed" and entry["previous_run_id"] == full["run_id"]
     assert entry["after"] == {k: full["results"][3].get(k) for k in ("op", "size", "src", "dst", "round")}
     assert doc["started"] == full["started"] and doc["run_id"] != full["run_id"]
-    run_cli("validate", out, check_rc=0)            # the schema takes the resumed document
+    # the schema takes the resumed document: validate reads it (2 would be bad input); its
+    # verdict on three loopback ranks sharing a loaded CI machine's cores may be a finding (1)
+    p = run_cli("validate", out)
+    assert p.returncode in (0, 1) and p.stdout.startswith("validate: "), (p.returncode, p.stdout, p.stderr)
+    assert_no_traceback(p)
 
 
 def test_resume_refuses_another_sweeps_document(tmp_path):
