@@ -235,14 +235,20 @@ def expert_rows(label, E, M, h, f, peak, closures=False):
         out.append(("torch._grouped_mm", grouped))
     if closures:
         return out
+    return timed_expert_rows("expert", label, out, E, M, h, f, flops, peak)
+
+
+def timed_expert_rows(kind, label, ways, E, M, h, f, flops, peak):
+    """A row per (how, closure) of `ways`: seconds, TFLOP/s and efficiency against `peak`, or
+    the error where this GPU or build refuses the kernel."""
     rows = []
-    for how, fn in out:
+    for how, fn in ways:
         try:
             t = timed(fn)
-        except Exception as e:  # noqa: BLE001  (a layout or dtype this build refuses)
-            rows.append({"kind": "expert", "case": label, "how": how, "error": str(e)[:300]})
+        except Exception as e:  # noqa: BLE001  (a layout or dtype this build refuses; no FP8 here)
+            rows.append({"kind": kind, "case": label, "how": how, "error": str(e)[:300]})
             continue
-        rows.append({"kind": "expert", "case": label, "how": how, "experts": E, "M": M, "hidden": h, "ffn": f,
+        rows.append({"kind": kind, "case": label, "how": how, "experts": E, "M": M, "hidden": h, "ffn": f,
                      "seconds": t, "tflops": flops / t / 1e12, "efficiency": flops / t / peak})
     return rows
 
@@ -279,21 +285,10 @@ def fp8_grouped(E, M, h, f):
 def fp8_expert_rows(label, E, M, h, f, peak):
     """The same experts' GEMMs in FP8, efficiency against the FP8 peak (2 x bf16): a loop of
     fp8_gemm cases per expert (per-tensor scales) and fp8_grouped (one kernel per GEMM)."""
-    flops = E * 3 * 2.0 * M * 3 * h * f
     loop = [fp8_gemm(M, h, 2 * f) for _ in range(E)] + [fp8_gemm(M, f, h) for _ in range(E)]
-    rows = []
-    for how, fn in (("loop of FP8 GEMMs", lambda: [c() for c in loop]),
-                    ("torch._scaled_grouped_mm", fp8_grouped(E, M, h, f))):
-        if fn is None:
-            continue
-        try:
-            t = timed(fn)
-        except Exception as e:  # noqa: BLE001  (no FP8 on this GPU or build)
-            rows.append({"kind": "expert_fp8", "case": label, "how": how, "error": str(e)[:300]})
-            continue
-        rows.append({"kind": "expert_fp8", "case": label, "how": how, "experts": E, "M": M, "hidden": h,
-                     "ffn": f, "seconds": t, "tflops": flops / t / 1e12, "efficiency": flops / t / (2 * peak)})
-    return rows
+    ways = [("loop of FP8 GEMMs", lambda: [c() for c in loop]), ("torch._scaled_grouped_mm", fp8_grouped(E, M, h, f))]
+    return timed_expert_rows("expert_fp8", label, [(how, fn) for how, fn in ways if fn is not None], E, M, h, f,
+                             E * 3 * 2.0 * M * 3 * h * f, 2 * peak)
 
 
 def expert_table(raw):

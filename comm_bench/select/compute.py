@@ -74,9 +74,9 @@ def expert_shapes():
     with open(EXPERT_TABLE, encoding="utf-8") as f:
         return json.load(f)["shapes"]
 
+
 def measured_gemm_efficiency(path, peak_tflops):
     """[(hidden, efficiency)] of a tools/bench_train_step.py file (its cases' local compute)."""
-    import json
     from ..results.safefile import read_bounded
     raw = read_bounded(path, "bench_train_step file")
     try:
@@ -215,7 +215,7 @@ class Compute:
         reads = passes * (w["experts"] / ep) * mlp * n_moe / (etp or tp) * w["bytes"]["p"]
         return max(0.0, reads / self.hbm - flops / self.expert_rate(b, ep, tp, etp))
 
-    def permute_seconds(self, b, tp, layer_share, recompute, ep, etp=1):
+    def permute_seconds(self, b, tp, layer_share, recompute, ep, etp=None):
         """Seconds a micro-batch's MoE token permutation moves through HBM (memory-bound
         gathers and scatters, no FLOPs): per MoE layer and pass (forward, backward, a
         recomputed forward) the dispatcher's permute reads a token's h and writes its k copies,
@@ -228,7 +228,7 @@ class Compute:
         if not n_moe:
             return 0.0
         k, h = w["experts_per_token"], w["hidden"]
-        elems = 2 * (k + 1) * h + (4 * k * h * etp if ep > 1 and w["experts"] // ep > 1 else 0)
+        elems = 2 * (k + 1) * h + (4 * k * h * (etp or tp) if ep > 1 and w["experts"] // ep > 1 else 0)
         passes = 2 + W.recompute_share(recompute)
         return self.hbm_seconds(b, tp, passes * n_moe * elems, w["bytes"]["act"])
 

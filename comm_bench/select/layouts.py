@@ -78,6 +78,11 @@ MEGATRON_BYTES = {"bf16": {"p": 2, "g": 4, "k": 12}, "amp": {"p": 4, "g": 4, "k"
 MEGATRON_BYTES["fp8"] = MEGATRON_BYTES["bf16"]   # FP8 GEMMs keep bf16's states
 
 
+def etp(c):
+    """Expert tensor parallelism of candidate c: its own, else tp (Megatron-Core's default)."""
+    return c.get("etp") or c["tp"]
+
+
 def stage_layers(L, pp):
     """(first, middle, last) stage layer counts of L layers over pp stages:
     even when pp divides L; else Megatron-Core's --account-for-embedding-in-pipeline-split
@@ -141,8 +146,8 @@ def _config_lines(c, w):
         if c.get("ep", 1) > 1:
             flags.append(f"--num-experts {w['experts']} --moe-router-topk {w['experts_per_token']} "
                          f"--expert-model-parallel-size {c['ep']} --moe-token-dispatcher-type alltoall")
-        if w.get("experts") and c.get("etp", c["tp"]) != c["tp"]:
-            flags.append(f"--expert-tensor-parallel-size {c['etp']}")
+        if w.get("experts") and etp(c) != c["tp"]:
+            flags.append(f"--expert-tensor-parallel-size {etp(c)}")
         if c.get("a2a_overlap"):
             flags.append("--overlap-moe-expert-parallel-comm --delay-wgrad-compute")
         if c["distributed_optimizer"]:
@@ -206,7 +211,7 @@ def _torchtitan(c, w):
            f"expert_parallel_degree = {c.get('ep', 1)}",
            f"fsdp_reshard_after_forward = \"{'always' if c['reshard'] else 'never'}\""]
     if w.get("experts"):
-        par.insert(5, f"expert_tensor_parallel_degree = {c.get('etp') or c['tp']}")
+        par.insert(5, f"expert_tensor_parallel_degree = {etp(c)}")
     if c["pp"] > 1:
         par.append(f"pipeline_parallel_schedule = \"{'Interleaved1F1B' if c['virtual_stages'] > 1 else '1F1B'}\"")
     return ["torchtitan: [parallelism] " + ", ".join(par),

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from . import memory as M
 from . import shapes as SH
 from .layouts import LAYOUTS, stage_layers, state_bytes
+from .layouts import etp as etp_of
 from .linkmodel import worst
-from .strategies import etp as etp_of
 from .strategies import expert_dp, groups
 from .traffic import DEEPSPEED_BUCKET_ELEMS, Timeline, chunks, ddp_buckets
 from .workload import attention_share, recompute_share, tensors, units as fsdp_units
@@ -87,8 +87,9 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     N, G = cluster["world_size"], cluster["gpus_per_node"]
     b, v, rc = cfg.b, cfg.v, cfg.recompute
     m, gb = batch_split(w["global_batch"] or w["micro_batch"] * N, b, dp, pp, v)
-    out = dict(c, **({"etp": etp} if w.get("experts") else {}), hpz_size=min(G, dp), micro_batch=b, virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist,
-               sequence_parallel=cfg.sp, reshard=cfg.reshard, microbatches=m, global_batch=gb)
+    out = dict(c, **({"etp": etp} if w.get("experts") else {}), hpz_size=min(G, dp), micro_batch=b,
+               virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist, sequence_parallel=cfg.sp,
+               reshard=cfg.reshard, microbatches=m, global_batch=gb)
     unsized = dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None)
     if m == 0:
         return infeasible(unsized, f"global batch {w['global_batch'] or w['micro_batch'] * N} < micro-batch {b} x "

@@ -22,7 +22,7 @@ Each shape is then configured (micro-batch, interleaving, memory switches) by pr
 from __future__ import annotations
 
 from . import shapes as SH
-from .layouts import DP_LAYOUTS, LAYOUTS, MP_LAYOUTS
+from .layouts import DP_LAYOUTS, LAYOUTS, MP_LAYOUTS, etp
 
 MIN_CP_TOKENS = 4096      # below this per GPU, attention is too short to hide the ring's sends
 
@@ -37,11 +37,6 @@ def cp_sizes(w, n):
         out.append(cp)
         cp *= 2
     return out
-
-
-def etp(c):
-    """Expert tensor parallelism of candidate c: its own, else tp (Megatron-Core's default)."""
-    return c.get("etp") or c["tp"]
 
 
 def name(kind, tp, cp, pp, dp, ep, etp_size=None):
