@@ -294,9 +294,9 @@ def fp8_expert_rows(label, E, M, h, f, peak):
 def expert_table(raw):
     """select's routed-expert efficiency table (comm_bench/data/select_expert_gemms.json) from an
     expert_grid run: per preset shape, bf16 and fp8 [M, efficiency], the faster way at each M."""
-    shapes = {}
-    for r in raw["cases"]:
-        if r["kind"] not in ("expert", "expert_fp8") or "error" in r or not r.get("hidden"):
+    shapes, grid = {}, {label for label, _, _ in EXPERT_SHAPES}
+    for r in raw["cases"]:                    # the grid's rows only: not the expert kind's cases
+        if r["kind"] not in ("expert", "expert_fp8") or "error" in r or r["case"] not in grid:
             continue
         s = shapes.setdefault(r["case"], {"model": r["case"], "hidden": r["hidden"], "ffn": r["ffn"],
                                           "bf16": {}, "fp8": {}})
