@@ -115,6 +115,29 @@ def test_confirmed_slow_host_is_a_finding():
     assert 0.7 < f["confirm"]["ratio"] < 0.9
 
 
+def test_paired_ratio_alone_does_not_name_a_host():
+    """Alternations that swing together (levels 3, 1 and 2 GB/s): rank 4 reads 0.86x its
+    reference in 6 of 8 (confident by the signed-rank test) yet its median GB/s is its
+    references' median: not slow (the CI run that named rank 0 at 0.947 vs 0.951 GB/s).
+    The same swings with rank 4 at 0.6x its references everywhere: a finding."""
+    for scale, named in ((None, False), (0.6, True)):
+        doc = _hosts_doc()
+        base = dict(doc["results"][0])
+        level, ratio = [3, 3, 3, 1, 1, 1, 2, 2], [0.86] * 6 + [1.05] * 2
+        for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["slow"]}], [0, 1, 2], 8)):
+            k = tag["alt"]
+            bw = level[k] * ((scale or ratio[k]) if tag["role"] == "suspect" else 1.0)
+            doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, round=100 + i,
+                                       time_us=base["size"] / bw / 1e3, confirm=tag))
+        rep = check(doc)
+        v = rep["checked"]["diagnosis"]["verdicts"][0]
+        assert v["slow_confidence"] >= 0.95, v
+        if named:
+            assert [f["kind"] for f in rep["findings"]] == ["bad-host"] and rep["findings"][0]["ranks"] == [4]
+        else:
+            assert v["ratio"] <= 0.9 and rep["findings"] == [], (v, rep["findings"])
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_suspect_not_reproduced_is_no_finding(seed):
     """The first pass saw rank 4 at 20% (a finding by the old rules); re-measured next to
