@@ -64,6 +64,27 @@ def test_confirmed_latency_suspect_is_a_finding_at_the_first_pass_bar(tmp_path):
     assert p.returncode == 0, p.stdout
 
 
+def test_what_validate_would_name_is_re_measured_first():
+    """Rank 2 answers 1.5x (a suspect, not a finding), pair 3->5 8x (a finding): with room
+    for one suspect, the pair is the one re-measured, so validate's finding can be withdrawn
+    or confirmed (a CI run reported a no-fault pair at 3x that was never re-measured while
+    lesser suspects were). With room for more, the rank follows it."""
+    doc = lat_doc(1.5, slow=2)
+    for r in doc["results"]:
+        if (r["src"], r["dst"]) == (3, 5):
+            us = r["time_us"] * 8
+            r.update(latency_us=_lat(us), time_us=us)
+    assert [f["kind"] for f in check(doc)["findings"]] == ["high-latency-pair"]
+    rules = load_rules(None)
+    rules["confirm"]["max_suspects"] = 1
+    sus, good, _ = suspects_of(doc, rules, "lat")
+    assert [(s["kind"], s.get("src"), s.get("dst")) for s in sus] == [("pair", 3, 5)], sus
+    assert not {3, 5} & set(good)
+    rules["confirm"]["max_suspects"] = 4
+    sus, _, _ = suspects_of(doc, rules, "lat")
+    assert [(s["kind"], s.get("rank", s.get("src"))) for s in sus] == [("pair", 3), ("rank", 2)], sus
+
+
 def test_first_pass_latency_finding_not_reproduced_is_withdrawn():
     """The first pass saw rank 4 at 6x (a finding); re-measured it answers like its references."""
     doc = lat_doc(6.0)

@@ -87,7 +87,8 @@ def suspects_of(doc, rules, mode="bw"):
         cols.add(r)
     sizes = cols.sizes() if mode == "lat" else checked_size_list(cols.sizes(), rules)
     table = PairTable(cols, sizes)
-    sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+    sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]),
+                     named=latency_named(doc, rules) if mode == "lat" else ())
     size = max(r["size"] for r in recs)
     keys = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]
     times = {k: [] for k in keys}
@@ -98,6 +99,22 @@ def suspects_of(doc, rules, mode="bw"):
                 if k in times:
                     times[k].append(t)
     return sus, good, [statistics.median(times[k]) if times[k] else None for k in keys]
+
+
+def latency_named(doc, rules):
+    """The ranks and pairs validate's latency check names from the first pass, as suspects."""
+    from ..topology.linkmap import LinkMap
+    from .latency import check_latency
+    from .rules import outlier_rules
+
+    found, _ = check_latency(doc, LinkMap(doc), outlier_rules(rules, (doc.get("transport") or "").lower()))
+    out = []
+    for f in found:
+        if f["kind"] == "high-latency-pair":
+            out.append({"kind": "pair", "src": f["src"], "dst": f["dst"], "why": ["slow"], "score": None})
+        else:
+            out += [{"kind": "rank", "rank": r, "why": ["slow"], "score": None} for r in f.get("ranks") or []]
+    return out
 
 
 def run_phase(run, op, first_round=0):

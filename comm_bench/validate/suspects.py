@@ -78,9 +78,12 @@ class PairTable:
         return out
 
 
-def find(table, c, min_peers=3):
+def find(table, c, min_peers=3, named=()):
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
-    at most c["max_suspects"], worst first, and the ranks that look best (references)."""
+    at most c["max_suspects"], worst first, and the ranks that look best (references).
+    named: suspects of that form that validate's first pass would report; they go first, so
+    the cap never leaves a finding unconfirmed while lesser suspects are re-measured (a CI
+    run reported a no-fault pair at 3x its peers' latency that was never re-measured)."""
     z_lim, keep = c["suspect_z"], 1.0 - c["min_effect"]
     ranks = {}
     for cls, per in sorted(table.rank_scores().items(), key=lambda kv: str(kv[0])):
@@ -141,6 +144,9 @@ def find(table, c, min_peers=3):
     out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                    for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
+    key = lambda e: ("rank", e["rank"]) if e["kind"] == "rank" else ("pair", e["src"], e["dst"])  # noqa: E731
+    first = {key(e): e for e in named}
+    out = list(first.values()) + [e for e in out if key(e) not in first]
     score = {}
     for per in table.rank_scores().values():
         for r, v in per.items():
