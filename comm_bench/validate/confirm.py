@@ -76,21 +76,22 @@ def suspects_of(doc, rules, mode="bw"):
     from ..topology.linkmap import LinkMap
     from .checks import checked_size_list
     from .pair_obs import PairColumns
-    from .suspects import PairTable, find, first_pass
+    from .suspects import PairTable, find, first_pass, suspect_key
 
     records, value = measure_of(mode)
     recs = first_pass(records(doc))
     if not recs:
         return [], [], []
-    cols = PairColumns(LinkMap(doc), value)
+    lm = LinkMap(doc)
+    cols = PairColumns(lm, value)
     for r in recs:
         cols.add(r)
     sizes = cols.sizes() if mode == "lat" else checked_size_list(cols.sizes(), rules)
     table = PairTable(cols, sizes)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]),
-                     named=latency_named(doc, rules) if mode == "lat" else ())
+                     named=latency_named(doc, lm, rules) if mode == "lat" else ())
     size = max(r["size"] for r in recs)
-    keys = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]
+    keys = [suspect_key(s) for s in sus]
     times = {k: [] for k in keys}
     for r in recs:      # one pass: a 4,096-node first pass holds millions of records
         t = r.get("time_us")
@@ -101,13 +102,12 @@ def suspects_of(doc, rules, mode="bw"):
     return sus, good, [statistics.median(times[k]) if times[k] else None for k in keys]
 
 
-def latency_named(doc, rules):
+def latency_named(doc, lm, rules):
     """The ranks and pairs validate's latency check names from the first pass, as suspects."""
-    from ..topology.linkmap import LinkMap
     from .latency import check_latency
     from .rules import outlier_rules
 
-    found, _ = check_latency(doc, LinkMap(doc), outlier_rules(rules, (doc.get("transport") or "").lower()))
+    found, _ = check_latency(doc, lm, outlier_rules(rules, (doc.get("transport") or "").lower()))
     out = []
     for f in found:
         if f["kind"] == "high-latency-pair":

@@ -78,6 +78,11 @@ class PairTable:
         return out
 
 
+def suspect_key(s):
+    """("rank", r) or ("pair", src, dst): one suspect's identity, whatever else it carries."""
+    return ("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"])
+
+
 def find(table, c, min_peers=3, named=()):
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
     at most c["max_suspects"], worst first, and the ranks that look best (references).
@@ -144,9 +149,8 @@ def find(table, c, min_peers=3, named=()):
     out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                    for p, v in pairs.items()),
                   key=lambda e: (e["score"], e["src"], e["dst"]))
-    key = lambda e: ("rank", e["rank"]) if e["kind"] == "rank" else ("pair", e["src"], e["dst"])  # noqa: E731
-    first = {key(e): e for e in named}
-    out = list(first.values()) + [e for e in out if key(e) not in first]
+    first = {suspect_key(e): e for e in named}
+    out = list(first.values()) + [e for e in out if suspect_key(e) not in first]
     score = {}
     for per in table.rank_scores().values():
         for r, v in per.items():
