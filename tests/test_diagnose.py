@@ -270,6 +270,19 @@ def _lat(median, max_over_median):
             "stdev": 0.0, "p99": median * max_over_median, "p999": median * max_over_median}
 
 
+def test_an_unsteady_rank_does_not_hide_its_slow_pair():
+    """Rank 4's sends read unsteady (per-iteration max/median 3x against 1.2x) and its pair
+    4->2 runs at 10%: both are suspects. A CI run flagged rank 4 unsteady, left its pairs out
+    of the pair search as if it were slow, and reported that pair (4->6 there) unconfirmed."""
+    doc = _hosts_doc(lambda s, d, size, rnd: 45.0 * rnd.uniform(0.97, 1.03) * (0.1 if (s, d) == (4, 2) else 1))
+    for r in doc["results"]:
+        r["latency_us"] = _lat(r["time_us"], 3.0 if r["src"] == 4 else 1.2)
+    sus, good, _ = suspects_of(doc, load_rules())
+    named = {("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]): s["why"] for s in sus}
+    assert named.get(("rank", 4)) == ["unstable"], sus
+    assert ("pair", 4, 2) in named and 2 not in good and 4 not in good, (sus, good)
+
+
 @pytest.mark.parametrize("toggling", [True, False])
 def test_instability_verdict(toggling):
     """A host whose re-measurements swing between fast and slow (and whose iterations do):
@@ -295,6 +308,28 @@ def test_instability_verdict(toggling):
     assert u["confidence"] >= 0.99 and u["unsteadiness_ratio"] >= 1.4 and u["max_over_median"] >= 2.5
     assert {w["alt"] for w in u["confirm"]["when"]} == set(range(8))   # per-iteration swings every time
     assert "as unsteady as known-good pairs" in u["message"]
+
+
+def test_one_odd_repeat_is_not_instability():
+    """A suspect a little jumpier than its references in every alternation (max/median 1.25
+    and, in half of them, 1.75 against 1.2) whose one repeat of 8 ran at 40%: confident, and
+    unsteady in half, yet its typical unsteadiness is 1.2x. Its max/min repeat spread (2.5x)
+    made it read unstable-host; without the extremes it is 1.0x and nothing is named."""
+    doc = _hosts_doc()
+    rnd = random.Random(5)
+    base = dict(doc["results"][0])
+    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
+        sus = tag["role"] == "suspect"
+        bw = 45.0 * rnd.uniform(0.99, 1.01) * (0.4 if sus and tag["alt"] == 3 and tag["dir"] == "out" else 1.0)
+        t = base["size"] / bw / 1e3
+        mom = (1.75 if tag["alt"] % 2 else 1.25) if sus else 1.2
+        doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i,
+                                   confirm=tag, latency_us=_lat(t, mom)))
+    rep = check(doc)
+    v = next(v for v in rep["checked"]["diagnosis"]["verdicts"] if v["target"] == {"rank": 4})
+    assert v["unstable_confidence"] >= 0.95 and v["unsteadiness_ratio"] < 1.4 and len(v["when"]) >= 4, v
+    assert v["repeat_spread_ratio"] < 1.1 and not v["unstable"], v
+    assert rep["findings"] == [], rep["findings"]
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -210,12 +211,29 @@ def test_tls_key_of_another_certificate(tmp_path):
 
 
 # ------------------------------------------------------------------ clear errors
+def held_port_below_ephemeral():
+    """A listening socket on a port P below the kernel's ephemeral range, with P+1 free:
+    rank 1 binds P+1, and a CI run had P+1 taken by a connection's own port (bind(0) hands
+    out ports from that range)."""
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for port in random.sample(range(max(1024, lo - 8000), lo - 2), 200):
+        s, nxt = socket.socket(), socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            nxt.bind(("127.0.0.1", port + 1))
+        except OSError:
+            s.close()
+            continue
+        finally:
+            nxt.close()
+        s.listen(1)
+        return s, port
+    raise AssertionError("no free port pair below the ephemeral range")
+
+
 def test_port_in_use(tmp_path):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
+    s, port = held_port_below_ephemeral()
     try:
-        port = s.getsockname()[1]
         p, _ = sweep(["-N", "2", "-b", "1K", "-e", "1K", "--grpc-port", str(port), "--timeout", "20"],
                      tmp_path)
     finally:

@@ -44,7 +44,7 @@ def _router(doc):
 
 def localize(doc, lm, findings, measured, min_share, low=(), values=None, slow=()):
     """(findings, notes): bad pairs that one switch port explains become one bad-switch-port
-    finding, and bad-pair findings that a named end explains are dropped.
+    finding, and bad or unstable pair findings that a named end explains are dropped.
     measured: the first-pass (src, dst) pairs; low: those below the rules' pair_ratio x
     their group's median (a pair of a rank flagged and then withdrawn by the confirm phase
     never became a finding, yet it is evidence against the port it crosses); values:
@@ -54,7 +54,7 @@ def localize(doc, lm, findings, measured, min_share, low=(), values=None, slow=(
     notes = {"explained_by_named_end": [], "ports": []}
     out = []
     for f in findings:
-        if f["kind"] == "bad-pair" and (f.get("src") in named or f.get("dst") in named):
+        if f["kind"] in ("bad-pair", "unstable-pair") and (f.get("src") in named or f.get("dst") in named):
             notes["explained_by_named_end"].append(f"{f['src']}->{f['dst']}")
             continue
         out.append(f)

@@ -172,7 +172,8 @@ def _rank_findings(verdicts, lm, make, what):
 def _unstable_text(v):
     spread = max((x for x in (v.get("repeat_spread") or {}).values() if x), default=None)
     ref = max((x for x in (v.get("reference_repeat_spread") or {}).values() if x), default=None)
-    rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s (references {ref:.2g}x)"
+    rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s without the highest and lowest "
+           f"(references {ref:.2g}x)"
            if spread and ref else "")
     return (f"{v['unsteadiness_ratio']:.2g}x as unsteady as known-good pairs measured alternately with it "
             f"(per-iteration max/median {v['max_over_median']:.2g}x vs {v['reference_max_over_median']:.2g}x"

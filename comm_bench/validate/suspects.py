@@ -117,8 +117,10 @@ def find(table, c, min_peers=3, named=()):
                     e["why"].append("unstable")
                 e["instability_ratio"] = max(ratio, e.get("instability_ratio", 0))
     pairs, obs = {}, table.obs
+    # a slow rank explains its pairs, as in validate's check; an unsteady one does not: a CI
+    # run flagged rank 4 unsteady and so never re-measured its pair 4->6 at 10%
     flagged = np.zeros(int(max(obs.s.max(initial=0), obs.d.max(initial=0))) + 1, dtype=bool)
-    flagged[[r for r in ranks if r < len(flagged)]] = True
+    flagged[[r for r, e in ranks.items() if "slow" in e["why"] and r < len(flagged)]] = True
     for gi in range(len(obs.keys)):
         sl = obs.group(gi)
         s, d, v = obs.s[sl], obs.d[sl], obs.v[sl]
@@ -141,7 +143,10 @@ def find(table, c, min_peers=3, named=()):
         r, n = min(ends.items(), key=lambda kv: (-kv[1], kv[0]))
         if n < 3:       # two can be one slow pair and chance; a single slow pair stays a pair
             break
-        ranks[r] = {"kind": "rank", "rank": r, "why": ["unstable"], "score": None, "slow_pairs": n}
+        e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": None})
+        if "unstable" not in e["why"]:
+            e["why"].append("unstable")
+        e["slow_pairs"] = n
         pairs = {p: v for p, v in pairs.items() if r not in p}
     # worst first: slow ranks, ranks with several slow pairs, then single pairs
     out = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0, -e.get("slow_pairs", 0),
