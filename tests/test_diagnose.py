@@ -283,6 +283,22 @@ def test_an_unsteady_rank_does_not_hide_its_slow_pair():
     assert ("pair", 4, 2) in named and 2 not in good and 4 not in good, (sus, good)
 
 
+def test_a_pair_as_slow_as_a_finding_goes_before_unsteady_ranks():
+    """8 hosts: rank 1 at 50%, ranks 2, 3 and 5 unsteady (max/median 3x against 1.2x), pair
+    4->0 at 5%, which validate names: of the 4 suspects re-measured, the pair is one; it used
+    to be cut by max_suspects behind the three unsteady ranks."""
+    def gbs(s, d, size, rnd):
+        return 45.0 * rnd.uniform(0.97, 1.03) * (0.5 if 1 in (s, d) else 1) * (0.05 if (s, d) == (4, 0) else 1)
+    doc = make_doc(nodes=8, gpn=1, value=gbs)
+    rnd = random.Random(1)
+    for r in doc["results"]:
+        r["latency_us"] = _lat(r["time_us"], (3.0 if r["src"] in (2, 3, 5) else 1.2) * rnd.uniform(0.95, 1.05))
+    sus, good, _ = suspects_of(doc, load_rules())
+    names = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]
+    assert names[:2] == [("rank", 1), ("pair", 4, 0)] and len(names) == 4, names
+    assert {n for n in names[2:]} <= {("rank", 2), ("rank", 3), ("rank", 5)} and good == [6, 7], (names, good)
+
+
 @pytest.mark.parametrize("toggling", [True, False])
 def test_instability_verdict(toggling):
     """A host whose re-measurements swing between fast and slow (and whose iterations do):

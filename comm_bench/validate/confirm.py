@@ -89,7 +89,8 @@ def suspects_of(doc, rules, mode="bw"):
     sizes = cols.sizes() if mode == "lat" else checked_size_list(cols.sizes(), rules)
     table = PairTable(cols, sizes)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]),
-                     named=latency_named(doc, lm, rules) if mode == "lat" else ())
+                     named=latency_named(doc, lm, rules) if mode == "lat" else (),
+                     pair_ratio=0.0 if mode == "lat" else pair_ratio_of(doc, rules))
     size = max(r["size"] for r in recs)
     keys = [suspect_key(s) for s in sus]
     times = {k: [] for k in keys}
@@ -100,6 +101,14 @@ def suspects_of(doc, rules, mode="bw"):
                 if k in times:
                     times[k].append(t)
     return sus, good, [statistics.median(times[k]) if times[k] else None for k in keys]
+
+
+def pair_ratio_of(doc, rules):
+    """The share of its group's median at or below which validate names a pair, for the
+    document's transport."""
+    from .rules import outlier_rules
+
+    return float(outlier_rules(rules, (doc.get("transport") or "").lower())["pair_ratio"])
 
 
 def latency_named(doc, lm, rules):

@@ -68,7 +68,7 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
                  "withdrawn": withdrawn, "fabric": placed}
     if not confirm_recs and table is not None:
-        sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]))
+        sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]), pair_ratio=o["pair_ratio"])
         diagnosis["unconfirmed_suspects"] = [_name(s) for s in sus]
     return out, diagnosis
 

@@ -83,12 +83,15 @@ def suspect_key(s):
     return ("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"])
 
 
-def find(table, c, min_peers=3, named=()):
+def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
     at most c["max_suspects"], worst first, and the ranks that look best (references).
     named: suspects of that form that validate's first pass would report; they go first, so
     the cap never leaves a finding unconfirmed while lesser suspects are re-measured (a CI
-    run reported a no-fault pair at 3x its peers' latency that was never re-measured)."""
+    run reported a no-fault pair at 3x its peers' latency that was never re-measured).
+    pair_ratio: pairs at or below this share of their group's median (as slow as validate
+    names a pair) go before ranks that are only unsteady (a CI run's 4 suspects were a slow
+    rank, two ranks unsteady at 1.41x and 1.43x, and a pair at 9%)."""
     z_lim, keep = c["suspect_z"], 1.0 - c["min_effect"]
     ranks = {}
     for cls, per in sorted(table.rank_scores().items(), key=lambda kv: str(kv[0])):
@@ -148,12 +151,15 @@ def find(table, c, min_peers=3, named=()):
             e["why"].append("unstable")
         e["slow_pairs"] = n
         pairs = {p: v for p, v in pairs.items() if r not in p}
-    # worst first: slow ranks, ranks with several slow pairs, then single pairs
-    out = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0, -e.get("slow_pairs", 0),
-                                                e["rank"]))
-    out += sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
-                   for p, v in pairs.items()),
-                  key=lambda e: (e["score"], e["src"], e["dst"]))
+    # worst first: slow ranks, pairs as slow as a finding, ranks with several slow pairs,
+    # ranks only unsteady, then the other single pairs
+    rank_list = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0,
+                                                      -e.get("slow_pairs", 0), e["rank"]))
+    pair_list = sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
+                        for p, v in pairs.items()), key=lambda e: (e["score"], e["src"], e["dst"]))
+    slow_ranks = [e for e in rank_list if e["score"] is not None]
+    out = slow_ranks + [e for e in pair_list if e["score"] <= pair_ratio] \
+        + [e for e in rank_list if e["score"] is None] + [e for e in pair_list if e["score"] > pair_ratio]
     first = {suspect_key(e): e for e in named}
     out = list(first.values()) + [e for e in out if suspect_key(e) not in first]
     score = {}
