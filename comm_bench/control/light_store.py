@@ -54,9 +54,10 @@ class LightStore:
     """A client (and, on the master, the server) with TCPStore's methods."""
 
     def __init__(self, host: str, port: int, is_master: bool, timeout: float, listen_fd: int | None = None,
-                 *, secret: bytes):
+                 *, secret: bytes, keep_free: int = 0):
+        """keep_free: on the master, descriptors its server leaves to the rest of the process."""
         self.timeout = timeout
-        self._server = StoreServer(listen_fd, secret) if is_master else None
+        self._server = StoreServer(listen_fd, secret, keep_free) if is_master else None
         self._lock = threading.Lock()
         deadline = time.monotonic() + timeout
         while True:     # rank 0 may not be listening yet: retry, as TCPStore's clients do

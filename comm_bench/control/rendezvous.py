@@ -27,6 +27,7 @@ import time
 from datetime import timedelta
 
 from ..errors import RunFailed
+from . import fd_limit
 from .light_store import LightStore
 
 
@@ -52,7 +53,8 @@ class Store:
         try:
             fd = _listener(host, port, all_local) if master else None
             self._s = _torch_store(host, port, world_size, master, timeout, fd) if torch_store else \
-                LightStore(host, port, master, timeout, fd, secret=secret)
+                LightStore(host, port, master, timeout, fd, secret=secret,
+                           keep_free=fd_limit.needed(world_size, "rank"))
         except Exception as exc:  # noqa: BLE001 - torch raises several types here
             where = "host the rendezvous store on" if master else "reach the rendezvous store at"
             raise RunFailed(f"rank {rank} could not {where} {host}:{port}: {_one_line(exc)}") from None

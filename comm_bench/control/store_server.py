@@ -18,7 +18,10 @@ What it promises (docs/reliability.md, "The rendezvous store"):
 - An accept that fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
   ENOMEM) drops that connection, never the server: the oldest unauthenticated connection
   is closed first, then a descriptor kept in reserve lets one pending connection be
-  accepted and closed, so the backlog never wedges.
+  accepted and closed, so the backlog never wedges. The same happens before the store's
+  connections would take the descriptors the rest of rank 0 needs (keep_free: a socket
+  per peer and fd_limit.SPARE): a CI run's flood of 1,100 connections at a 1,024 limit
+  left none, and rank 0 failed to write its results.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import heapq
 import hmac
 import itertools
 import os
+import resource
 import selectors
 import socket
 import struct
@@ -80,8 +84,11 @@ class _Group:
 
 
 class StoreServer:
-    def __init__(self, listen_fd: int, secret: bytes):
+    def __init__(self, listen_fd: int, secret: bytes, keep_free: int = 0):
+        """keep_free: descriptors of this process the store's connections leave to the rest."""
         self._listener = socket.socket(fileno=listen_fd)
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self._max_conns = None if soft == resource.RLIM_INFINITY else max(1, soft - keep_free)
         self._listener.setblocking(False)
         self._secret = secret
         self.data: dict = {}
@@ -133,6 +140,11 @@ class StoreServer:
 
     def _accept(self):
         for _ in range(64):   # a burst of arrivals, then the loop serves the others again
+            if self._max_conns is not None and len(self._conns) >= self._max_conns:
+                self._make_room()
+                if len(self._conns) >= self._max_conns:
+                    return    # every connection proved itself: the rest wait in the backlog
+                continue
             try:
                 sock, _ = self._listener.accept()
             except BlockingIOError:

@@ -151,15 +151,15 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
             e["why"].append("unstable")
         e["slow_pairs"] = n
         pairs = {p: v for p, v in pairs.items() if r not in p}
-    # worst first: slow ranks, pairs as slow as a finding, ranks with several slow pairs,
-    # ranks only unsteady, then the other single pairs
+    # worst first: slow ranks, ranks shared by several slow pairs, pairs as slow as a
+    # finding, ranks only unsteady, then the other single pairs
     rank_list = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0,
                                                       -e.get("slow_pairs", 0), e["rank"]))
     pair_list = sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                         for p, v in pairs.items()), key=lambda e: (e["score"], e["src"], e["dst"]))
-    slow_ranks = [e for e in rank_list if e["score"] is not None]
-    out = slow_ranks + [e for e in pair_list if e["score"] <= pair_ratio] \
-        + [e for e in rank_list if e["score"] is None] + [e for e in pair_list if e["score"] > pair_ratio]
+    unsteady_only = [e for e in rank_list if e["score"] is None and not e.get("slow_pairs")]
+    out = [e for e in rank_list if e not in unsteady_only] + [e for e in pair_list if e["score"] <= pair_ratio] \
+        + unsteady_only + [e for e in pair_list if e["score"] > pair_ratio]
     first = {suspect_key(e): e for e in named}
     out = list(first.values()) + [e for e in out if suspect_key(e) not in first]
     score = {}
