@@ -296,7 +296,7 @@ def test_a_pair_as_slow_as_a_finding_goes_before_unsteady_ranks():
     sus, good, _ = suspects_of(doc, load_rules())
     names = [("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"]) for s in sus]
     assert names[:2] == [("rank", 1), ("pair", 4, 0)] and len(names) == 4, names
-    assert {n for n in names[2:]} <= {("rank", 2), ("rank", 3), ("rank", 5)} and good == [6, 7], (names, good)
+    assert set(names[2:]) <= {("rank", 2), ("rank", 3), ("rank", 5)} and good == [6, 7], (names, good)
 
 
 @pytest.mark.parametrize("toggling", [True, False])

@@ -30,8 +30,8 @@ from ..results.document import collector_paused
 from ..sizes import human_size
 from .finding_kinds import NothingToCheck, finding, status
 from .latency import check_latency
-from .rules import (class_rule, expected_collective_min, expected_min, load_rules, outlier_rules,
-                             parse_size)
+from .rules import (class_rule, document_outlier_rules, expected_collective_min, expected_min, load_rules,
+                    outlier_rules, parse_size)
 
 # ----------------------------------------------------------------------------- check
 def check(doc, rules=None, pairs=None):
@@ -406,7 +406,7 @@ def report(doc, rules, findings, checked):
     out = {"findings": findings, "checked": checked,
             "transport": doc.get("transport"), "world_size": doc.get("world_size"),
             "rules": {"min_size": rules["min_size"],
-                      "outliers": outlier_rules(rules, (doc.get("transport") or "").lower())}}
+                      "outliers": document_outlier_rules(rules, doc)}}
     return {"status": status(out), **out}
 
 

@@ -76,6 +76,7 @@ def suspects_of(doc, rules, mode="bw"):
     from ..topology.linkmap import LinkMap
     from .checks import checked_size_list
     from .pair_obs import PairColumns
+    from .rules import document_outlier_rules
     from .suspects import PairTable, find, first_pass, suspect_key
 
     records, value = measure_of(mode)
@@ -88,9 +89,10 @@ def suspects_of(doc, rules, mode="bw"):
         cols.add(r)
     sizes = cols.sizes() if mode == "lat" else checked_size_list(cols.sizes(), rules)
     table = PairTable(cols, sizes)
+    o = document_outlier_rules(rules, doc)
     sus, good = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]),
-                     named=latency_named(doc, lm, rules) if mode == "lat" else (),
-                     pair_ratio=0.0 if mode == "lat" else pair_ratio_of(doc, rules))
+                     named=latency_named(doc, lm, o) if mode == "lat" else (),
+                     pair_ratio=0.0 if mode == "lat" else o["pair_ratio"])
     size = max(r["size"] for r in recs)
     keys = [suspect_key(s) for s in sus]
     times = {k: [] for k in keys}
@@ -103,20 +105,12 @@ def suspects_of(doc, rules, mode="bw"):
     return sus, good, [statistics.median(times[k]) if times[k] else None for k in keys]
 
 
-def pair_ratio_of(doc, rules):
-    """The share of its group's median at or below which validate names a pair, for the
-    document's transport."""
-    from .rules import outlier_rules
-
-    return float(outlier_rules(rules, (doc.get("transport") or "").lower())["pair_ratio"])
-
-
-def latency_named(doc, lm, rules):
-    """The ranks and pairs validate's latency check names from the first pass, as suspects."""
+def latency_named(doc, lm, o):
+    """The ranks and pairs validate's latency check names from the first pass, as suspects
+    (o: the document's outlier rules)."""
     from .latency import check_latency
-    from .rules import outlier_rules
 
-    found, _ = check_latency(doc, lm, outlier_rules(rules, (doc.get("transport") or "").lower()))
+    found, _ = check_latency(doc, lm, o)
     out = []
     for f in found:
         if f["kind"] == "high-latency-pair":

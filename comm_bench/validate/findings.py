@@ -14,7 +14,7 @@ import numpy as np
 
 from ..results.records import measured_gbs, pair_records
 from .finding_kinds import EXIT_UNCONFIRMED, finding
-from .rules import outlier_rules
+from .rules import document_outlier_rules
 from . import fabric, trained_links as topology
 from .stats import confidence, signed_rank_p
 from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
@@ -54,7 +54,7 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
         t = v["target"]
         if v["kind"] == "pair" and (t["src"], t["dst"]) not in named_pairs and (v.get("slow") or v.get("unstable")):
             out.append(_pairfinding(v, lm, finding))
-    o = outlier_rules(rules, (doc.get("transport") or "").lower())
+    o = document_outlier_rules(rules, doc)
     rel = table.rel() if table else None
     below = lambda ratio: list(zip(table.obs.s[rel < ratio].tolist(),   # noqa: E731
                                    table.obs.d[rel < ratio].tolist())) if table else []

@@ -136,6 +136,11 @@ def outlier_rules(rules, transport):
     return o
 
 
+def document_outlier_rules(rules, doc):
+    """outlier_rules for the transport a results document names."""
+    return outlier_rules(rules, (doc.get("transport") or "").lower())
+
+
 def class_rule(rules, transport, cls):
     spec = dict((rules.get("classes") or {}).get(cls) or {})
     spec.update(((rules.get("transports") or {}).get(transport or "", {}).get("classes") or {}).get(cls) or {})

@@ -83,6 +83,15 @@ def suspect_key(s):
     return ("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"])
 
 
+def _worst_first(e, pair_ratio):
+    """Sort key of a suspect: slow ranks, ranks shared by several slow pairs, pairs as slow
+    as a finding (at or below pair_ratio), ranks only unsteady, then the other pairs."""
+    if e["kind"] == "pair":
+        return (2 if e["score"] <= pair_ratio else 4, e["score"], e["src"], e["dst"])
+    tier = 0 if e["score"] is not None else 1 if e.get("slow_pairs") else 3
+    return (tier, e["score"] or 0.0, -e.get("slow_pairs", 0), e["rank"])
+
+
 def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
     at most c["max_suspects"], worst first, and the ranks that look best (references).
@@ -151,15 +160,8 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
             e["why"].append("unstable")
         e["slow_pairs"] = n
         pairs = {p: v for p, v in pairs.items() if r not in p}
-    # worst first: slow ranks, ranks shared by several slow pairs, pairs as slow as a
-    # finding, ranks only unsteady, then the other single pairs
-    rank_list = sorted(ranks.values(), key=lambda e: (e["score"] is None, e["score"] or 0.0,
-                                                      -e.get("slow_pairs", 0), e["rank"]))
-    pair_list = sorted(({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
-                        for p, v in pairs.items()), key=lambda e: (e["score"], e["src"], e["dst"]))
-    unsteady_only = [e for e in rank_list if e["score"] is None and not e.get("slow_pairs")]
-    out = [e for e in rank_list if e not in unsteady_only] + [e for e in pair_list if e["score"] <= pair_ratio] \
-        + unsteady_only + [e for e in pair_list if e["score"] > pair_ratio]
+    out = sorted([*ranks.values(), *({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
+                                     for p, v in pairs.items())], key=lambda e: _worst_first(e, pair_ratio))
     first = {suspect_key(e): e for e in named}
     out = list(first.values()) + [e for e in out if suspect_key(e) not in first]
     score = {}

@@ -15,8 +15,8 @@ median read 86% while the suspect's own median ran 99.6% of its references' (a r
 run, 3 loopback ranks on 2 cores: rank 0 named "slow" at 0.947 GB/s against 0.951). A
 device that is slow shows in both. Unstable: that confidence, an effect of at least
 unstable_ratio (the median of its u + d over the references' median u + d, in exp, or the
-spread of its K repeats over theirs, each without its highest and lowest), and unsteady (u or d alone at least unstable_ratio x its
-reference's) in at least half of the alternations: an intermittent link shows in most of
+spread of its K repeats over theirs, each without its highest and lowest), and unsteady (u
+or d alone at least unstable_ratio x its reference's) in at least half of the alternations: an intermittent link shows in most of
 them (8 of 8 in the netns test), while one jittery alternation of a pair with rank 0 (the
 store's host and the writer) had made a no-fault pair read "unstable". The repeat spread
 counts because on a loaded host the references' own per-iteration jitter (u) grows and can
