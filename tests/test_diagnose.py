@@ -206,7 +206,8 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
     rep = json.loads(run_cli("validate", out, "--json", "--rules", rules).stdout)
     assert len(rep["checked"]["diagnosis"]["verdicts"]) == len(ids)
     assert all(v["alternations"] == 3 for v in rep["checked"]["diagnosis"]["verdicts"])
-    # the sweep ends its confirm phase with a verdict line, one verdict per suspect, as validate reads them
+    # the sweep ends its confirm phase with a verdict line, one verdict per suspect, saying what
+    # validate makes of each (a finding, unconfirmed, or not), and its run with validate's verdict
     verdict = [line for line in p.stdout.splitlines() if line.startswith("# confirm verdict: ")]
     assert len(verdict) == 1, p.stdout[-3000:]
     said = verdict[0][len("# confirm verdict: "):].split("; ")
@@ -214,8 +215,11 @@ def test_sweep_confirm_phase_on_loopback(tmp_path):
     for v, text in zip(rep["checked"]["diagnosis"]["verdicts"], said):
         t = v["target"]
         assert text.startswith(f"rank {t['rank']} " if "rank" in t else f"pair {t['src']}->{t['dst']} ")
-        assert ("SLOW" in text) == bool(v.get("slow")) and ("not reproduced" in text) == \
-            (not v.get("slow") and not v.get("unstable")), (text, v)
+        about = [f for f in rep["findings"] if (t.get("rank") in (f.get("ranks") or []) if "rank" in t
+                                                else (f.get("src"), f.get("dst")) == (t["src"], t["dst"]))]
+        assert ("(a finding)" in text) == bool(about), (text, rep["findings"])
+    closing = [line for line in p.stdout.splitlines() if line.startswith("# verdict: ")]
+    assert len(closing) == 1 and closing[0].startswith(f"# verdict: {rep['status'].upper()}"), (closing, rep["status"])
 
 
 def test_sweep_confirm_without_suspects_says_so(tmp_path):

@@ -111,3 +111,50 @@ def test_lat_sweep_confirms_by_default_on_loopback(tmp_path):
     verdicts = rep["checked"]["diagnosis"]["latency_verdicts"]
     assert len(verdicts) == len({r["confirm"]["id"] for r in conf}) and all(v["alternations"] == 8 for v in verdicts)
     assert "unconfirmed_suspects" not in rep["checked"]["diagnosis"]
+
+
+def _with_phase(doc):
+    """The document of a sweep that ran its confirm phase (the default, --confirm 8)."""
+    doc["options"] = dict(doc.get("options") or {}, confirm=8)
+    return doc
+
+
+def test_a_would_be_finding_nobody_re_measured_is_unconfirmed(tmp_path):
+    """One verdict: in a run that had a confirm phase, a first-pass finding it did not
+    re-measure is reported as unconfirmed (exit 3), not as a finding (exit 1); in a document
+    without a confirm phase (--confirm 0, another tool's) it stays a first-pass finding."""
+    doc = _with_phase(lat_doc(6.0))
+    rep = check(doc)
+    assert rep["findings"] == [] and rep["status"] == "unconfirmed", rep["findings"]
+    [f] = rep["checked"]["diagnosis"]["unconfirmed_findings"]
+    assert f["kind"] == "high-latency-host" and f["ranks"] == [4]
+    p = run_cli("validate", write(tmp_path, doc))
+    assert p.returncode == 3 and "UNCONFIRMED" in p.stdout and "node004" in p.stdout, p.stdout
+    assert check(lat_doc(6.0))["status"] == "fail"      # no confirm phase: as before
+
+
+def test_a_would_be_finding_re_measured_below_the_bar_is_withdrawn():
+    """Named at 6x by the first pass, confirmed (confidently) at only 2x its references:
+    below the transport's latency_ratio (tcp 4x: rank 0's own 2x under a CPU hog), so it is
+    withdrawn, as a suspect confirmed at 2x is never made a finding; at 6x it stands and
+    says what the re-measurement read."""
+    rep = check(with_confirm(_with_phase(lat_doc(6.0)), 4, 2.0))
+    assert rep["findings"] == [] and rep["status"] == "pass", rep["findings"]
+    assert len(rep["checked"]["diagnosis"]["withdrawn"]) == 1
+    kept = check(with_confirm(_with_phase(lat_doc(6.0)), 4, 6.0))
+    [f] = kept["findings"]
+    assert f["kind"] == "high-latency-host" and f["confirmed"] and "re-measured: 6x the latency" in f["message"]
+
+
+def test_a_pair_suspect_is_re_measured_at_the_size_it_is_quoted_at():
+    """validate names pair 3->5 at 1 KiB (12x there, 1.3x at 8 B): the confirm phase
+    re-measures it at 1 KiB, where the finding was made, not at the sweep's smallest size."""
+    doc = lat_doc(1.0)
+    for r in doc["results"]:
+        if (r["src"], r["dst"]) == (3, 5):
+            us = r["time_us"] * (12 if r["size"] == 1024 else 1.3)
+            r.update(latency_us=_lat(us), time_us=us)
+    [f] = check(doc)["findings"]
+    assert (f["kind"], f["size"]) == ("high-latency-pair", 1024), f
+    sus, _, _ = suspects_of(doc, load_rules(None), "lat")
+    assert (sus[0]["kind"], sus[0]["src"], sus[0]["dst"], sus[0]["size"]) == ("pair", 3, 5, 1024), sus

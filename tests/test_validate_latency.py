@@ -68,11 +68,26 @@ def test_one_slow_pair_named_alone(tmp_path):
     rep = validate(tmp_path, doc, rc=1)
     assert [f["kind"] for f in rep["findings"]] == ["high-latency-pair"], rep["findings"]
     f = rep["findings"][0]
-    assert (f["src"], f["dst"]) == (2, 6) and f["size"] == 8 and f["confidence"] > 0.8
+    assert (f["src"], f["dst"]) == (2, 6) and f["size"] in f["flagged_sizes"] and f["confidence"] > 0.8
+    assert f["measured_us"] / f["peer_median_us"] == pytest.approx(f["latency_ratio"], rel=1e-3)
+    assert f["latency_ratio"] > 6
     p = run_cli("validate", write(tmp_path, doc, "j.json"), "--junit", tmp_path / "j.xml")
     assert p.returncode == 1
     junit = (tmp_path / "j.xml").read_text()
     assert 'name="high-latency-pair"' in junit and junit.count("<failure") == 1 and "latency" in junit
+
+
+def test_a_pair_finding_quotes_a_size_it_was_flagged_at(tmp_path):
+    """A pair slow at two sizes of three and faster than its peers at the third: the finding
+    quotes the size where it is furthest above its group's median, with that size's median
+    (a CI run printed '3.31 us one-way at 8B, an outlier ... (median 3.54 us)')."""
+    slow = {8: 0.8, 64: 12.0, 1024: 9.0}
+    doc = lat_doc(us=lambda s, d, size, rnd: 20.0 * rnd.uniform(0.95, 1.05) * (slow[size] if (s, d) == (2, 6) else 1))
+    rep = validate(tmp_path, doc, rc=1)
+    [f] = rep["findings"]
+    assert f["kind"] == "high-latency-pair" and f["size"] == 64 and f["flagged_sizes"] == [64, 1024], f
+    assert f["measured_us"] > 10 * f["peer_median_us"], f
+    assert "at 64 B" in f["message"].replace("64B", "64 B") and "2 of 3 sizes" in f["message"], f["message"]
 
 
 def test_two_ranks_have_no_peers(tmp_path):

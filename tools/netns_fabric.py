@@ -118,7 +118,7 @@ class Fabric:
 
     shape: {host_index: rate} or {host_index: {"rate": "200mbit", "burst": "256kb",
     "latency": "50ms", "delay": "1ms"}}; the rate applies in both directions of that
-    host's link. pair_shape: {(src, dst): rate}: traffic from src to dst only (one
+    host's link. pair_shape: {(src, dst): rate or {"rate", "burst"}}: traffic from src to dst only (one
     direction of one pair), under src's own shape. name: fixed base name (CLI); default
     <prefix>-<pid>-<seq> (unique). leaves: [leaf of host i], a two-level fabric: each leaf
     a bridge of its own, joined to the spine bridge br0 by one uplink (a veth pair);
@@ -137,11 +137,12 @@ class Fabric:
             if not 0 <= k < self.n:
                 raise FabricError(f"shape: host {k} not in 0..{self.n - 1}")
             rate_bits(v["rate"])
-        self.pair_shape = {(int(a), int(b)): r for (a, b), r in (pair_shape or {}).items()}
+        self.pair_shape = {(int(a), int(b)): (r if isinstance(r, dict) else {"rate": r})
+                           for (a, b), r in (pair_shape or {}).items()}
         for (a, b), r in self.pair_shape.items():
             if not (0 <= a < self.n and 0 <= b < self.n and a != b):
                 raise FabricError(f"pair_shape: ({a}, {b}) is not a pair of hosts 0..{self.n - 1}")
-            rate_bits(r)
+            rate_bits(r["rate"])
         self.leaves = list(leaves) if leaves is not None else None
         if self.leaves is not None and len(self.leaves) != self.n:
             raise FabricError(f"leaves: {len(self.leaves)} entries for {self.n} hosts")
@@ -292,7 +293,7 @@ class Fabric:
         all traffic (under the host's own tbf shape, if any) and one class per shaped
         destination, picked by a u32 filter, each with its own tbf."""
         _sh(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"])
-        classes = [(1, spec, None)] + [(k, {"rate": r}, dst) for k, (dst, r) in enumerate(sorted(dsts.items()), 2)]
+        classes = [(1, spec, None)] + [(k, r, dst) for k, (dst, r) in enumerate(sorted(dsts.items()), 2)]
         for k, sp, dst in classes:
             _sh(["tc", "-n", ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{k}", "htb",
                  "rate", "100gbit", "quantum", "60000"])

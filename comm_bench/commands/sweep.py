@@ -111,10 +111,13 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="Pair patterns: re-measure the first pass's suspects this many times, each next to "
                    "known-good pairs (docs/validate-rules.md); costs nothing without suspects. 0: off, and "
                    "validate then exits 3 when suspects are left unconfirmed.")
+@click.option("--verdict/--no-verdict", default=True, envvar=_env("verdict"),
+              help="After the run, print `comm-bench validate`'s verdict of the results file in one line "
+                   "(rank 0; it reads the whole file: seconds at thousands of ranks).")
 @_transport_options
 def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, redop, root,
           mode, pattern, matchings, seed, groups, nprocs, output, force, timeout, addr, oversubscribe, resume,
-          records, progress, confirm, **transport_options):
+          records, progress, confirm, verdict, **transport_options):
     """Measure bandwidth and latency of one transport over a range of sizes.
 
     Prints a nccl-tests style table and appends every measured size to the
@@ -138,7 +141,7 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
                       check=int(check) > 0, dtype=ops_mod.canonical_dtype(dtype), redop=redop, root=root,
                       mode=mode, pattern=pattern, timeout=timeout,
                       output=output, addr=addr, progress=progress, force=force, oversubscribe=oversubscribe,
-                      resume=resume, confirm=confirm, rules=os.environ.get("COMM_BENCH_RULES"),
+                      resume=resume, confirm=confirm, verdict=verdict, rules=os.environ.get("COMM_BENCH_RULES"),
                       matchings=matchings, seed=seed, groups=groups, records=records,
                       options={k: v for k, v in transport_options.items() if k in mine})
     sys.exit(launch(cfg, nprocs))

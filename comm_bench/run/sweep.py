@@ -68,6 +68,7 @@ class SweepConfig:
     waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
     confirm: int = DEFAULT_ALTERNATIONS   # pair patterns: re-measure suspects K times (as the CLI does)
     rules: str | None = None     # validate rules the confirm phase reads (None: the defaults)
+    verdict: bool = True         # rank 0 prints validate's verdict of the file at the end (validate.said)
     runner: type | None = None   # another driver of the same rank life cycle (check)
     expect_busbw: float | None = None   # check: the collective's expected busbw (GB/s)
     localize: str = "auto"              # check: auto | always | never
@@ -223,7 +224,21 @@ class _RankRun:
     # -- lifecycle --------------------------------------------------------------
     def execute(self) -> int:
         with _signals_end_the_run():
-            return self._execute()
+            rc = self._execute()
+        if self.rank == 0 and self.writer is not None and self.cfg.verdict:
+            self._say_verdict()
+        return rc
+
+    def _say_verdict(self) -> None:
+        """Rank 0, after every rank has left: `comm-bench validate` of the document just
+        written, in one line (validate.said): the sweep and validate say the same thing."""
+        from ..validate.said import closing_line
+
+        try:
+            line = closing_line(self.writer.path, self.cfg.rules)
+        except CommBenchError as exc:       # the run's figures are written; the verdict is validate's to give
+            line = f"# verdict: not given ({exc}); run comm-bench validate {self.writer.path}"
+        print(line, flush=True)
 
     def _execute(self) -> int:
         self.watchdog.start()

@@ -166,7 +166,8 @@ def check(doc, rules=None, pairs=None):
             f"rules' efficiency for {cls}", link_class=cls, size=size, op=op,
             measured_gbs=med, expected_gbs=e))
     for p in sorted(remaining):
-        findings.append(_pairfinding(p, lm, obs, peer_med, rules, transport))
+        findings.append(_pairfinding(p, lm, obs, peer_med, rules, transport,
+                                     bad_pair_sizes.get(p, set()) | below_sizes.get(p, set())))
     findings, diagnosis = diag.extend(doc, rules, lm, cols, checked_sizes, findings, all_recs, obs)
     merge_latency(diagnosis, latency_diagnosis)
     npairs = len(np.unique(obs.codes()[0]))
@@ -216,6 +217,7 @@ def merge_latency(diagnosis, latency):
     """The latency confirm verdicts beside bandwidth's in one diagnosis (latency_confirm.py)."""
     diagnosis["latency_verdicts"] = latency["verdicts"]
     diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
+    diagnosis["unconfirmed_findings"] = diagnosis.get("unconfirmed_findings", []) + latency["unconfirmed_findings"]
 
 
 def superseded_findings(doc):
@@ -384,9 +386,12 @@ def _entity_findings(bad_ranks, lm, obs):
     return out
 
 
-def _pairfinding(p, lm, obs, peer_med, rules, transport):
+def _pairfinding(p, lm, obs, peer_med, rules, transport, flagged=()):
+    """The finding of a bad pair, quoting the largest size it was flagged at (below its
+    expected minimum, or an outlier among its peers), with that size's figures."""
     idx = obs.at(p)
-    size = max(obs.keys[g][1] for g in obs.g[idx].tolist())
+    sizes = {obs.keys[g][1] for g in obs.g[idx].tolist()}
+    size = max(sizes & set(flagged) or sizes)
     i = next(i for i in idx.tolist() if obs.keys[obs.g[i]][1] == size)
     key, v = obs.keys[obs.g[i]], float(obs.v[i])
     exp = expected_min(rules, transport, key[2], obs.links[obs.link[i]][1])

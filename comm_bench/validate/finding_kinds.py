@@ -18,7 +18,8 @@ FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-hos
 
 
 # validate's exit status (README, docs/validate-rules.md): 0 pass, 1 findings, 2 bad input,
-# 3 no findings but first-pass suspects nobody re-measured (a run with `--confirm 0`)
+# 3 no findings but first-pass suspects or would-be findings nobody confirmed (a run with
+# `--confirm 0`, or more would-be findings than the confirm phase re-measures)
 EXIT_UNCONFIRMED = 3
 
 
@@ -26,8 +27,8 @@ def status(report):
     """"fail" (findings), "unconfirmed" (none, but suspects left unconfirmed) or "pass"."""
     if report["findings"]:
         return "fail"
-    return "unconfirmed" if ((report.get("checked") or {}).get("diagnosis") or {}).get("unconfirmed_suspects") \
-        else "pass"
+    d = (report.get("checked") or {}).get("diagnosis") or {}
+    return "unconfirmed" if d.get("unconfirmed_suspects") or d.get("unconfirmed_findings") else "pass"
 
 
 def exit_code(report):

@@ -27,6 +27,21 @@ VERDICT_PAIR_KINDS = ("bad-pair", "high-latency-pair")
 CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
+def needs_confirming(f):
+    """A finding that rests on a first pass's comparison with peers (a rank, device, host or
+    pair slower than them): the confirm phase's re-measurement decides it."""
+    return f["kind"] in VERDICT_RANK_KINDS + VERDICT_PAIR_KINDS and not f.get("confirmed")
+
+
+def confirm_phase_ran(doc):
+    """Whether the run re-measured its suspects (`--confirm K`, K > 0, a pair pattern): then a
+    first-pass finding it did not confirm is reported as unconfirmed (exit 3), not as a finding."""
+    k = (doc.get("options") or {}).get("confirm")
+    return type(k) is int and k > 0 and doc.get("pattern") not in (None, "collective")
+
+
+
+
 def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     """(findings, diagnosis) for validate.check; cols: the first pass's PairColumns (None:
     no first-pass pair records), all_recs: pair_records(doc), obs: validate's Observations
@@ -65,8 +80,12 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
                                   table.obs.values() if routed else None,
                                   slow=below(o["ratio"]))
     out += topology.findings(doc, finding)
+    # one verdict: after a confirm phase, what it did not confirm is unconfirmed (exit 3), not a
+    # finding; a switch port or a named end that explains pairs has taken them in above
+    unconfirmed = [f for f in out if needs_confirming(f)] if confirm_phase_ran(doc) else []
+    out = [f for f in out if not any(f is u for u in unconfirmed)]
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
-                 "withdrawn": withdrawn, "fabric": placed}
+                 "withdrawn": withdrawn, "fabric": placed, "unconfirmed_findings": unconfirmed}
     if not confirm_recs and table is not None:
         sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]), pair_ratio=o["pair_ratio"])
         diagnosis["unconfirmed_suspects"] = [_name(s) for s in sus]
@@ -214,6 +233,10 @@ def text_lines(report):
                        f"{1.0 / v['ratio']:.2g}x its references' latency (confidence {v['slow_confidence']:.3g})")
     for m in d.get("withdrawn") or []:
         out.append(f"  not reproduced when re-measured (withdrawn): {m}")
+    for f in d.get("unconfirmed_findings") or []:
+        why = ("re-measured, not at the confidence" if f.get("confirm") else
+               "not re-measured: more would-be findings than confirm.max_named, or too few known-good ranks")
+        out.append(f"  UNCONFIRMED [{f['kind']}] {f['message']} (first pass; {why}; exit {EXIT_UNCONFIRMED})")
     if d.get("unconfirmed_suspects"):
         out.append(f"  UNCONFIRMED suspects (the run re-measured none: it ran with --confirm 0, or had fewer "
                    f"than two known-good ranks): {', '.join(d['unconfirmed_suspects'])}; sweep again without "

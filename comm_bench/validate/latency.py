@@ -62,12 +62,23 @@ def check_latency(doc, lm, o):
         for i in idx:
             flagged.setdefault(rest[i], set()).add(key[1])
     bad_pairs = sorted(p for p, s in flagged.items() if len(s) >= o["min_size_fraction"] * len(sizes_of[p]))
-    findings = _rank_findings(slow, per_rank, lm, obs) + [_pair_finding(p, lm, obs, gmed) for p in bad_pairs]
+    findings = _rank_findings(slow, per_rank, lm, obs) + [_pair_finding(p, flagged[p], lm, obs, gmed)
+                                                          for p in bad_pairs]
     checked = {"pairs": len(sizes_of), "ranks": len(per_rank),
                "ranks_compared": compared,
                "groups": [{"op": k[0], "size": k[1], "class": k[2], "pairs": len(v), "median_us": gmed[k]}
                           for k, v in sorted(obs.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2]))]}
     return findings, checked
+
+
+def us(v):
+    """A latency for reading: 3 significant digits, whole microseconds from 1,000 up (no 1.45e+03)."""
+    return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
+
+
+def times(r):
+    """A ratio for reading: 2 significant digits, whole from 100 up (no 1.5e+02)."""
+    return f"{r:.2g}" if r < 100 else f"{r:.0f}"
 
 
 def _medians(obs, ranks):
@@ -102,11 +113,17 @@ def _rank_findings(slow, per_rank, lm, obs):
     return out
 
 
-def _pair_finding(p, lm, obs, gmed):
+def _pair_finding(p, flagged, lm, obs, gmed):
+    """The pair's finding quotes the size where it is furthest above its group's median, of
+    the sizes it was flagged at: the figure and the median the rule held it against there
+    (quoting another size had a finding print 3.31 us against a median of 3.54 us)."""
     keys = sorted((k for k in obs if p in obs[k]), key=lambda k: k[1])
-    key, v = keys[0], obs[keys[0]][p]
+    key = max((k for k in keys if k[1] in flagged), key=lambda k: (obs[k][p] / gmed[k], -k[1]))
+    v = obs[key][p]
     return finding("high-latency-pair", f"pair {lm.label(p[0])} -> {lm.label(p[1])} (ranks {p[0]}->{p[1]}): "
-                   f"{v:.3g} us one-way at {human_size(key[1])}, an outlier among its {key[2]} peers "
-                   f"(median {gmed[key]:.3g} us)", src=p[0], dst=p[1], src_host=lm.node(p[0]),
-                   dst_host=lm.node(p[1]), link_class=key[2], size=key[1], measured_us=v,
-                   peer_median_us=gmed[key], confidence=_above_one([obs[k][p] / gmed[k] for k in keys]))
+                   f"{us(v)} us one-way at {human_size(key[1])}, {times(v / gmed[key])}x the median of its "
+                   f"{key[2]} peers there ({us(gmed[key])} us); an outlier at {len(flagged)} of {len(keys)} sizes",
+                   src=p[0], dst=p[1], src_host=lm.node(p[0]), dst_host=lm.node(p[1]), link_class=key[2],
+                   size=key[1], measured_us=v, peer_median_us=gmed[key], latency_ratio=round(v / gmed[key], 3),
+                   flagged_sizes=sorted(flagged),
+                   confidence=_above_one([obs[k][p] / gmed[k] for k in keys]))

@@ -1,31 +1,47 @@
 """validate's latency findings, checked against the confirm phase of a `--mode lat` sweep
 as findings.extend checks bandwidth's: the suspects were re-measured next to known-good
-pairs (confirm.py, speeds = 1 / median one-way latency), so a first-pass latency finding
-whose re-measurement runs like its references is withdrawn, a confirmed one says so, and
-a confirmed suspect the first pass did not name becomes a finding only when it answers
-at least outliers.latency_ratio x slower than its references, the first pass's own bar:
-rank 0, which also serves the store and writes the results, answered 2x slower than its
-references in all 8 alternations under a CPU hog on the netns fabric (a no-fault run), so
-a smaller confirmed effect is the harness, not the link. For the same reason latency
-suspects left unconfirmed do not make validate exit 3.
+pairs (confirm.py, speeds = 1 / median one-way latency; a pair at the size its finding
+quotes), so a first-pass latency finding stands only when its re-measurement confirms it at
+outliers.latency_ratio x its references' latency or more; below that, or like them, it is
+withdrawn. A confirmed suspect the first pass did not name becomes a finding on the same
+bar: rank 0, which also serves the store and writes the results, answered 2x slower than
+its references in all 8 alternations under a CPU hog on the netns fabric (a no-fault run),
+so a smaller confirmed effect is the harness, not the link. Latency suspects that are no
+would-be finding and were left unconfirmed do not make validate exit 3; would-be findings
+left unconfirmed do.
 """
 from __future__ import annotations
 
 from ..results.records import inverse_latency, latency_pair_records
 from .finding_kinds import finding
-from .findings import WITHDRAWN, _summary, apply_verdict
+from .latency import times, us
+from .findings import WITHDRAWN, _summary, apply_verdict, confirm_phase_ran, needs_confirming
 from .verdicts import judge
 
 
 def confirm_latency(doc, rules, lm, latency, bar):
-    """(latency findings, diagnosis: {"verdicts", "withdrawn"}); bar: the rules' latency_ratio."""
+    """(latency findings, diagnosis: {"verdicts", "withdrawn", "unconfirmed_findings"}); bar:
+    the rules' latency_ratio. A first-pass finding stands when its re-measurement confirms it
+    at bar x its references' latency or more; re-measured below that (or like them), it is
+    withdrawn; not re-measured, or not at the confidence, in a run that had a confirm phase,
+    it is unconfirmed (exit 3): one verdict, whatever the first pass said."""
     recs = latency_pair_records(doc)
     confirm_recs = [r for r in recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, inverse_latency)
-    out, withdrawn = [], []
+    out, withdrawn, unconfirmed = [], [], []
+    ran = confirm_phase_ran(doc)
     for f in latency:
-        if apply_verdict(f, verdicts) is WITHDRAWN:   # re-measured next to good pairs, it answered like them
-            withdrawn.append(f["message"])
+        judged = apply_verdict(f, verdicts)
+        if judged is WITHDRAWN or (judged and 1.0 / f["confirm"]["ratio"] < bar):
+            withdrawn.append(f["message"])     # re-measured next to good pairs: like them, or not enough slower
+            continue
+        if judged:
+            c = f["confirm"]
+            f["message"] += (f"; re-measured: {times(1.0 / c['ratio'])}x the latency of known-good pairs measured "
+                             f"alternately with it ({us(1.0 / c['suspect_gbs'])} vs {us(1.0 / c['reference_gbs'])} us, "
+                             f"{c['alternations']} alternations)")
+        if ran and needs_confirming(f):
+            unconfirmed.append(f)
             continue
         out.append(f)
     named = {r for f in out for r in f.get("ranks") or []} | {(f.get("src"), f.get("dst")) for f in out}
@@ -38,7 +54,8 @@ def confirm_latency(doc, rules, lm, latency, bar):
         t = v["target"]
         if v["kind"] == "pair" and v.get("slow") and (t["src"], t["dst"]) not in named and 1.0 / v["ratio"] >= bar:
             out.append(_confirmed(None, v, lm, None, False))
-    return out, {"verdicts": [_summary(v) for v in verdicts], "withdrawn": withdrawn}
+    return out, {"verdicts": [_summary(v) for v in verdicts], "withdrawn": withdrawn,
+                 "unconfirmed_findings": unconfirmed}
 
 
 def _confirmed(group, v, lm, node, whole):

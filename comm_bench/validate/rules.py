@@ -164,7 +164,7 @@ def expected_min(rules, transport, cls, theoretical):
 
 
 # the confirm phase (`sweep --confirm K`, `comm-bench check`: comm_bench/validate/confirm.py)
-CONFIRM_KEYS = ("suspect_z", "min_effect", "unstable_ratio", "min_confidence", "max_suspects")
+CONFIRM_KEYS = ("suspect_z", "min_effect", "unstable_ratio", "min_confidence", "max_suspects", "max_named")
 
 
 def check_confirm(rules, path):

@@ -94,10 +94,11 @@ def _worst_first(e, pair_ratio):
 
 def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
-    at most c["max_suspects"], worst first, and the ranks that look best (references).
-    named: suspects of that form that validate's first pass would report; they go first, so
-    the cap never leaves a finding unconfirmed while lesser suspects are re-measured (a CI
-    run reported a no-fault pair at 3x its peers' latency that was never re-measured).
+    worst first, and the ranks that look best (references).
+    named: suspects of that form that validate's first pass would report; they go first, up
+    to c["max_named"] of them, and lesser suspects fill the list up to c["max_suspects"]: no
+    would-be finding is left unconfirmed while lesser suspects are re-measured (a CI run
+    reported a no-fault pair at 3x its peers' latency that was never re-measured).
     pair_ratio: pairs at or below this share of their group's median (as slow as validate
     names a pair) go before ranks that are only unsteady (a CI run's 4 suspects were a slow
     rank, two ranks unsteady at 1.41x and 1.43x, and a pair at 9%)."""
@@ -163,13 +164,14 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
     out = sorted([*ranks.values(), *({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                                      for p, v in pairs.items())], key=lambda e: _worst_first(e, pair_ratio))
     first = {suspect_key(e): e for e in named}
-    out = list(first.values()) + [e for e in out if suspect_key(e) not in first]
+    first = list(first.values())[:int(c["max_named"])]
+    rest = [e for e in out if suspect_key(e) not in {suspect_key(e) for e in first}]
+    out = first + rest[:max(0, int(c["max_suspects"]) - len(first))]
     score = {}
     for per in table.rank_scores().values():
         for r, v in per.items():
             score[r] = min(score.get(r, math.inf), v)
     steady = table.rank_instability().get("both", {})
-    out = out[:int(c["max_suspects"])]
     while True:      # the least suspect go back to the references until two are left
         sus = {r for e in out for r in ((e["rank"],) if e["kind"] == "rank" else (e["src"], e["dst"]))}
         good = sorted((r for r in score if r not in sus), key=lambda r: (-score[r], steady.get(r, 0.0), r))
