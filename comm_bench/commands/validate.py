@@ -9,24 +9,39 @@ import click
 @click.argument("results", type=click.Path(dir_okay=False))
 @click.option("--rules", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_RULES",
               help="Rules file (YAML or JSON) merged over the defaults (docs/validate-rules.md).")
-@click.option("--junit", default=None, type=click.Path(dir_okay=False), help="Also write a JUnit XML report.")
+@click.option("--junit", default=None, type=click.Path(dir_okay=False),
+              help="Also write a JUnit XML report (a test case per check and per host).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--baseline", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_BASELINE",
               help="Results of an earlier run: a figure worse than there by more than --tolerance is a finding.")
 @click.option("--tolerance", default=0.10, type=click.FloatRange(0, 10), show_default=True,
               help="Allowed relative regression against --baseline (0.10 = 10%).")
-def validate(results, rules, junit, as_json, baseline, tolerance):
+@click.option("--drain-list", default=None, type=click.Path(dir_okay=False),
+              help="Write one line per bad node: its host name, a TAB, the reason (empty for a clean run).")
+@click.option("--slurm-drain", is_flag=True,
+              help="Drain each bad node: scontrol update NodeName=N State=DRAIN Reason=...")
+@click.option("--dry-run", is_flag=True, help="With --slurm-drain: print the scontrol commands, run none.")
+@click.option("--prometheus", "prom_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the verdict as an OpenMetrics textfile (run time, pass, per-host ok).")
+def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, slurm_drain, dry_run, prom_out):
     """Check every link class against its expected minimum and its peers (and, with
     --baseline, every busbw and latency against an earlier run).
 
     Exit status: 0 pass, 1 findings, 2 bad input or nothing to check, 3 no findings but
-    suspects left unconfirmed (the sweep ran with --confirm 0).
+    suspects left unconfirmed (the sweep ran with --confirm 0). With --slurm-drain: 2
+    without scontrol, 1 when scontrol fails.
     """
+    from ..errors import UsageError
+    from ..validate import drain
     from ..results.document import load_measured as load_results
     from ..validate.checks import check, read, report as make_report
     from ..validate.finding_kinds import NothingToCheck, exit_code
-    from ..validate.output import format_text, to_json, write_junit
+    from ..validate.output import format_text, to_json, write_outputs
     from ..validate.rules import load_rules
+    if dry_run and not slurm_drain:
+        raise UsageError("--dry-run shows what --slurm-drain would run: give --slurm-drain too")
+    if slurm_drain and not dry_run:
+        drain.require_scontrol()        # before the work: a clean run must not pass without it
     rules = load_rules(rules)
     # a baseline compares records one by one: both documents are then read whole
     doc, pairs = (load_results(results), None) if baseline else read(results)
@@ -42,10 +57,10 @@ def validate(results, rules, junit, as_json, baseline, tolerance):
         from ..validate.baseline import apply
         lines.append(apply(report, doc, base, os.path.basename(baseline), tolerance, rules["min_size"]))
         if not report["checked"]["baseline"]["compared"]:
-            from ..errors import UsageError
             raise UsageError(f"--baseline {baseline}: no op, mode and size in common with {results} "
                              f"(bandwidth sizes from {rules['min_size']} up)")
-    if junit:
-        write_junit(report, junit)
+    rows = write_outputs(report, doc, junit, drain_list, prom_out)
     click.echo(to_json(report) if as_json else "\n".join(lines + [format_text(report)]))
+    if slurm_drain:     # the commands of a dry run are its output; the drained nodes a note
+        drain.slurm_drain(rows, dry_run, echo=lambda s: click.echo(s, err=as_json or not dry_run))
     sys.exit(exit_code(report))     # SystemExit passes through click and cli.main

@@ -1,6 +1,7 @@
 """Records out of comm-bench for other tools: CSV (unrounded, snake_case, one column per
 field), JSON Lines (pandas.read_json(lines=True)), an OpenMetrics textfile (node_exporter's
-textfile collector -> Prometheus -> Grafana), and `report`'s record filters."""
+textfile collector -> Prometheus -> Grafana) of the records or of validate's verdict, and
+`report`'s record filters."""
 from __future__ import annotations
 
 import json
@@ -60,13 +61,7 @@ def select(records, ops=None, sizes=None, pairs=None):
 def openmetrics(doc, records) -> bytes:
     """The records as OpenMetrics gauges in base units (bytes/s, seconds), one series per
     record, labelled with what identifies it."""
-    try:
-        from prometheus_client import CollectorRegistry, Gauge
-        from prometheus_client.openmetrics.exposition import generate_latest
-    except ImportError:
-        raise UsageError("--prometheus needs prometheus_client: pip install prometheus_client "
-                         "(or pip install 'comm-bench[metrics]')") from None
-    reg = CollectorRegistry()
+    Gauge, generate_latest, reg = _prometheus()
     ident = ["transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "src_host", "dst_host"]
     gauges = {
         "busbw": Gauge("comm_bench_busbw_bytes_per_second", "Bus bandwidth (nccl-tests busbw)", ident, registry=reg),
@@ -79,6 +74,7 @@ def openmetrics(doc, records) -> bytes:
     run = Gauge("comm_bench_run_ok", "1 if the run finished with status ok", ["transport", "world_size"],
                 registry=reg)
     run.labels(str(doc.get("transport")), str(doc.get("world_size"))).set(1 if doc.get("status") == "ok" else 0)
+    _run_timestamp(Gauge, reg, doc, "report")
     scale = {"busbw": 1e9, "algbw": 1e9, "time_us": 1e-6, "wrong": 1}
     for rec in records:
         labels = ["" if rec.get(k) is None else str(rec.get(k)) for k in ident]
@@ -92,7 +88,70 @@ def openmetrics(doc, records) -> bytes:
     return generate_latest(reg)
 
 
+def _prometheus():
+    """(Gauge, generate_latest, a fresh registry), or the one line saying what to install."""
+    try:
+        from prometheus_client import CollectorRegistry, Gauge
+        from prometheus_client.openmetrics.exposition import generate_latest
+    except ImportError:
+        raise UsageError("--prometheus needs prometheus_client: pip install prometheus_client "
+                         "(or pip install 'comm-bench[metrics]')") from None
+    return Gauge, generate_latest, CollectorRegistry()
+
+
+def run_time(doc):
+    """The run's end time in Unix seconds: `finished`, else `started` (a run still going or
+    killed); None when neither is an ISO 8601 time. A time without a zone is UTC (now_iso)."""
+    import datetime as dt
+
+    for key in ("finished", "started"):
+        try:
+            t = dt.datetime.fromisoformat(str(doc.get(key)))
+        except ValueError:
+            continue
+        return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
+    return None
+
+
+def _run_timestamp(Gauge, reg, doc, command):
+    """comm_bench_run_timestamp_seconds: an alert on time() minus it finds stale results. The
+    command label keeps report's and validate's files apart in one textfile folder (node_exporter
+    refuses one series read from two files)."""
+    t = run_time(doc)
+    if t is not None:
+        Gauge("comm_bench_run_timestamp_seconds", "End of the run (its start when it never finished), Unix time",
+              ["command", "transport", "world_size"], registry=reg) \
+            .labels(command, str(doc.get("transport")), str(doc.get("world_size"))).set(t)
+
+
+def verdict_openmetrics(doc, status, findings, hosts) -> bytes:
+    """validate's verdict as OpenMetrics gauges: the run's end time, pass or not, its findings,
+    and per node (hosts: [(node, findings of it)]) 1 if no finding names it, and how many do."""
+    Gauge, generate_latest, reg = _prometheus()
+    _run_timestamp(Gauge, reg, doc, "validate")
+    ident = [str(doc.get("transport")), str(doc.get("world_size"))]
+    run = ["transport", "world_size"]
+    Gauge("comm_bench_validate_ok", "1 if validate passed (exit 0): no findings, nothing left unconfirmed", run,
+          registry=reg).labels(*ident).set(1 if status == "pass" else 0)
+    Gauge("comm_bench_validate_unconfirmed", "1 if validate left suspects or would-be findings unconfirmed (exit 3)",
+          run, registry=reg).labels(*ident).set(1 if status == "unconfirmed" else 0)
+    Gauge("comm_bench_validate_findings", "Findings of validate (every kind)", run,
+          registry=reg).labels(*ident).set(findings)
+    ok = Gauge("comm_bench_host_ok", "1 if no validate finding names the node, 0 if one does (drain it)",
+               ["host"] + run, registry=reg)
+    count = Gauge("comm_bench_host_findings", "Validate findings that name the node", ["host"] + run, registry=reg)
+    for node, fs in hosts:
+        ok.labels(node, *ident).set(0 if fs else 1)
+        count.labels(node, *ident).set(len(fs))
+    return generate_latest(reg)
+
+
 def write_prometheus(doc, records, path):
     """Written whole, then renamed (safefile): the textfile collector never reads half a file."""
     from .safefile import write_file
     write_file(path, openmetrics(doc, records), "--prometheus")
+
+
+def write_verdict_prometheus(doc, status, findings, hosts, path):
+    from .safefile import write_file
+    write_file(path, verdict_openmetrics(doc, status, findings, hosts), "--prometheus")

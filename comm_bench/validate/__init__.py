@@ -13,6 +13,8 @@
     trained_links.py  links trained below their peers, from the topology snapshots
     fabric.py         findings placed on the fabric (switch ports, named ends)
     output.py         the report as text (the console) and as JUnit XML (CI)
+    drain.py          the bad nodes for the scheduler: drain list, scontrol, per-host verdicts
+    said.py           what a sweep says of its results: validate's verdict, in one line
     baseline.py, compare.py   a run against a baseline; two runs side by side
 
 May import results/ and the vocabulary; never run/, control/ or views/.

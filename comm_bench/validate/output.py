@@ -1,4 +1,4 @@
-"""validate's report as text (the console) and as JUnit XML (CI)."""
+"""validate's report as text (the console) and as JUnit XML (CI); its files (write_outputs)."""
 from __future__ import annotations
 
 import io
@@ -8,6 +8,8 @@ import math
 from ..results.safefile import write_file
 from ..sizes import human_size
 from .finding_kinds import FINDING_KINDS
+
+CHECKS_CLASS, HOSTS_CLASS = "comm-bench.validate", "comm-bench.validate.hosts"   # JUnit classnames
 
 
 def to_json(report):
@@ -60,9 +62,28 @@ def _against(g, none="peers only"):
     return f"{theo}, {exp}"
 
 
-def write_junit(report, path):
-    """One JUnit test case per checked group and per finding kind (junitparser writes the XML)."""
+def write_outputs(report, doc, junit=None, drain_list=None, prometheus=None):
+    """validate's files (each only when asked for); returns the per-node rows (drain.hosts)."""
+    from . import drain
+
+    rows = drain.hosts(report, doc)
+    if drain_list:
+        write_file(drain_list, drain.drain_list(rows), "--drain-list")
+    if junit:
+        write_junit(report, junit, rows)
+    if prometheus:
+        from ..results.export import write_verdict_prometheus
+        write_verdict_prometheus(doc, report["status"], len(report["findings"]),
+                                 [(drain.clean(node), fs) for node, fs, _ in rows], prometheus)
+    return rows
+
+
+def write_junit(report, path, hosts=None):
+    """One JUnit test case per checked group and per finding kind, and one per node of the
+    run (hosts: drain.hosts rows), failing for the nodes a finding names, so a CI
+    dashboard shows "node517 failed" (junitparser writes the XML)."""
     from junitparser import Failure, TestCase, TestSuite
+    from .drain import PREFIX, clean
 
     c = report.get("checked") or {}
     by_kind = {}
@@ -72,13 +93,16 @@ def write_junit(report, path):
     cases += [(f"{g['class']} {g['op']} {human_size(g['size'])} latency", [])
               for g in (c.get("latency") or {}).get("groups") or []]
     cases += [(k, by_kind.get(k, [])) for k in FINDING_KINDS]
+    cases = [(name, fs, CHECKS_CLASS, None) for name, fs in cases]
+    cases += [(node, fs, HOSTS_CLASS, why) for node, fs, why in hosts or []]
     suite = TestSuite("comm-bench validate")
-    for name, fs in cases:
-        case = TestCase(name, classname="comm-bench.validate")
+    for name, fs, classname, why in cases:
+        case = TestCase(clean(name), classname=classname)
         if fs:
-            msg = "; ".join(f["message"] for f in fs)
+            # XML 1.0 has no control characters: a host name or a NIC name could hold one
+            msg = clean(why[len(PREFIX):] if why else "; ".join(f["message"] for f in fs))
             failure = Failure(msg[:500], fs[0]["kind"])
-            failure.text = msg
+            failure.text = "\n".join(clean(f["message"]) for f in fs)
             case.result = [failure]
         suite.add_testcase(case)
     suite.update_statistics()

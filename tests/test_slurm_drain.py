@@ -1,0 +1,70 @@
+"""`comm-bench validate --slurm-drain` on a real Slurm cluster (tools/slurm_cluster.py, as in
+tests/test_slurm.py): node n3's link is shaped slow, a pairwise sweep runs under srun, and
+validate, run where scontrol reaches the cluster's slurmctld, leaves n3 drained with its
+reason in `sinfo -R` and the other nodes idle. Needs root, iproute2 and Debian's
+munge/slurmd/slurmctld/slurm-client (tools/install.sh --test)."""
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cbtest import COMM_BENCH
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import slurm_cluster  # noqa: E402
+
+OK, WHY = slurm_cluster.available()
+pytestmark = [pytest.mark.launchers, pytest.mark.netns,
+              pytest.mark.skipif(not OK, reason=f"Slurm cluster: {WHY}")]
+
+NODES = 4
+SHAPED = 3                # node n3: about a twentieth of the others' rate
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with slurm_cluster.SlurmCluster(NODES, prefix="cbdrain", subnet="10.78.18", shape={SHAPED: "500mbit"}) as sc:
+        yield sc
+
+
+def states(cluster):
+    p = cluster.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=60)
+    return dict(line.split() for line in p.stdout.splitlines() if line.strip())
+
+
+def settled(cluster, timeout=60):
+    """Node states once no node is still completing the sweep's job."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = states(cluster)
+        if not any(s.startswith(("comp", "mix", "alloc")) for s in now.values()) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.5)
+
+
+def validate(cluster, cwd, *args):
+    return cluster.run([COMM_BENCH, "validate", "run.json", *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=120)
+
+
+def test_slurm_drain_drains_the_shaped_node_alone(cluster, tmp_path):
+    p = cluster.run(["srun", "-N", str(NODES), "--ntasks-per-node", "1", COMM_BENCH, "sweep", "-t", "tcp",
+                     "--pattern", "pairwise", "-b", "1M", "-e", "4M", "-n", "10", "-w", "2", "--no-progress",
+                     "-o", "run.json"], cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:], cluster.logs())
+    assert set(settled(cluster).values()) == {"idle"}
+    # a dry run prints the one command and changes nothing
+    p = validate(cluster, tmp_path, "--slurm-drain", "--dry-run", "--drain-list", "drain.txt")
+    assert p.returncode == 1, (p.stdout[-3000:], p.stderr[-2000:])
+    (line,) = (tmp_path / "drain.txt").read_text().splitlines()
+    node, why = line.split("\t")
+    assert node == f"n{SHAPED}" and why.startswith("comm-bench: slow host: ") and " GB/s (" in why, line
+    assert p.stdout.splitlines()[-1].startswith(f"scontrol update NodeName=n{SHAPED} State=DRAIN 'Reason={why}")
+    assert set(states(cluster).values()) == {"idle"}
+    p = validate(cluster, tmp_path, "--slurm-drain")
+    assert p.returncode == 1 and f"slurm: drained n{SHAPED}: {why}" in p.stderr, (p.stdout[-3000:], p.stderr)
+    reasons = cluster.run(["sinfo", "-R", "-h", "-o", "%N|%E"], capture_output=True, text=True, timeout=60).stdout
+    assert reasons.splitlines() == [f"n{SHAPED}|{why}"], reasons
+    assert settled(cluster) == {f"n{i}": ("drain" if i == SHAPED else "idle") for i in range(1, NODES + 1)}
