@@ -3,28 +3,17 @@ tests/test_slurm.py): node n3's link is shaped slow, a pairwise sweep runs under
 validate, run where scontrol reaches the cluster's slurmctld, leaves n3 drained with its
 reason in `sinfo -R` and the other nodes idle. Needs root, iproute2 and Debian's
 munge/slurmd/slurmctld/slurm-client (tools/install.sh --test)."""
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from cbtest import COMM_BENCH
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import slurm_cluster  # noqa: E402
-
-OK, WHY = slurm_cluster.available()
-pytestmark = [pytest.mark.launchers, pytest.mark.netns,
-              pytest.mark.skipif(not OK, reason=f"Slurm cluster: {WHY}")]
-
-NODES = 4
-SHAPED = 3                # node n3: about a twentieth of the others' rate
+from test_slurm import NODES, SHAPED, pytestmark, slurm_cluster, srun  # noqa: F401 - the same marks
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    """A cluster of its own: this test drains a node, which the other Slurm tests need."""
     with slurm_cluster.SlurmCluster(NODES, prefix="cbdrain", subnet="10.78.18", shape={SHAPED: "500mbit"}) as sc:
         yield sc
 
@@ -50,10 +39,8 @@ def validate(cluster, cwd, *args):
 
 
 def test_slurm_drain_drains_the_shaped_node_alone(cluster, tmp_path):
-    p = cluster.run(["srun", "-N", str(NODES), "--ntasks-per-node", "1", COMM_BENCH, "sweep", "-t", "tcp",
-                     "--pattern", "pairwise", "-b", "1M", "-e", "4M", "-n", "10", "-w", "2", "--no-progress",
-                     "-o", "run.json"], cwd=tmp_path, capture_output=True, text=True, timeout=400)
-    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:], cluster.logs())
+    srun(cluster, tmp_path, COMM_BENCH, "sweep", "-t", "tcp", "--pattern", "pairwise", "-b", "1M", "-e", "4M",
+         "-n", "10", "-w", "2", "--no-progress", "-o", "run.json", timeout=400)
     assert set(settled(cluster).values()) == {"idle"}
     # a dry run prints the one command and changes nothing
     p = validate(cluster, tmp_path, "--slurm-drain", "--dry-run", "--drain-list", "drain.txt")
