@@ -27,6 +27,7 @@ measurement, --noise): per seed, a no-fault run (expected: exit 0) and one with 
 60% and a host toggling to 20% every 0.3 s (expected: those two hosts named, exit 1).
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -93,13 +94,25 @@ def named(findings):
     return out
 
 
-def one_run(case, hosts, tmp, timeout):
+@contextlib.contextmanager
+def cpu_hogs(n):
+    """n busy processes for the whole run (the load of a shared CI machine)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def one_run(case, hosts, tmp, timeout, hogs=0):
     c = CASES[case]
     out = Path(tmp) / f"{case}.json"
     fab = netns_fabric.Fabric(hosts, prefix="fa", subnet="10.77.61", shape={i: LINK for i in range(hosts)}
                               | c.get("shape", {}), pair_shape=c.get("pair_shape"))
     t0 = time.monotonic()
-    with fab:
+    with fab, cpu_hogs(hogs):
         if "toggle" in c:
             with fab.toggle(*c["toggle"]):
                 text, rcs = sweep(fab, out, c["args"], timeout)
@@ -115,7 +128,8 @@ def one_run(case, hosts, tmp, timeout):
     found = named(rep.get("findings") or [])
     want = set(c["expect"])
     sweep_status = re.match(r"# verdict: (\w+)", verdict[-1]).group(1).lower() if verdict else None
-    return {"case": case, "hosts": hosts, "ranks_rc": rcs, "validate_rc": p.returncode, "status": rep.get("status"),
+    return {"case": case, "hosts": hosts, "hogs": hogs, "ranks_rc": rcs, "validate_rc": p.returncode,
+            "status": rep.get("status"),
             "sweep_verdict": verdict[-1] if verdict else None,
             "agree": sweep_status == rep.get("status"),
             "findings": [(f["kind"], f["message"], f.get("confidence")) for f in rep.get("findings") or []],
@@ -156,6 +170,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per sweep")
+    ap.add_argument("--hogs", type=int, default=0, help="busy processes running beside each sweep (a loaded machine)")
     ap.add_argument("--out", default=None, help="append each run's JSON line to this file")
     ap.add_argument("--keep", default=None, help="keep each run's results document in this folder")
     ap.add_argument("--simulate", action="store_true", help="the simulated fabric instead (cases clean-sim, faults-sim)")
@@ -177,7 +192,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(a.runs):
             for case in cases:
-                row = one_run(case, a.hosts, tmp, a.timeout)
+                row = one_run(case, a.hosts, tmp, a.timeout, a.hogs)
                 if a.keep:
                     os.makedirs(a.keep, exist_ok=True)
                     keep = os.path.join(a.keep, f"{case}-{a.hosts}-{k}-{int(time.time())}.json")
@@ -193,9 +208,9 @@ def main(argv=None):
                 t[0] += 1
                 t[1] += row["as_expected"]
                 t[2] += row["agree"]
-    print(f"\n{'case':<16} {'hosts':>5} {'runs':>5} {'as expected':>12} {'sweep = validate':>17}")
+    print(f"\n{'case':<16} {'hosts':>5} {'hogs':>5} {'runs':>5} {'as expected':>12} {'sweep = validate':>17}")
     for case, (n, good, agree) in tally.items():
-        print(f"{case:<16} {a.hosts:>5} {n:>5} {good:>12} {agree:>17}")
+        print(f"{case:<16} {a.hosts:>5} {a.hogs:>5} {n:>5} {good:>12} {agree:>17}")
     return 0
 
 
