@@ -1,4 +1,6 @@
-"""`comm-bench compare` and `validate --baseline` on real runs (#14)."""
+"""`comm-bench compare` and `validate --baseline` on real runs (#14), and on crafted ones
+where a verdict must not depend on this machine's noise (#39: a change is worse only
+when the data support it; tests/test_compare_noise.py)."""
 import copy
 import json
 import xml.etree.ElementTree as ET
@@ -6,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from cbtest import assert_no_traceback, load_results, run_cli
+from test_compare_noise import SIZES, crafted
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +24,18 @@ def runs(tmp_path_factory):
     out["lat"] = d / "lat.json"
     run_cli("sweep", "-t", "tcp", "--nprocs", "2", "--mode", "lat", "-b", "8", "-e", "16", "-n", "50",
             "-o", out["lat"], timeout=300, check_rc=0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """Crafted runs with 5 judged sizes (1M-16M; lat: 8 B-128 B), 10% per-iteration
+    spread: enough sizes for the signed-rank test to reach 0.95, little noise per row."""
+    d = tmp_path_factory.mktemp("five")
+    out = {"tcp": d / "tcp5.json", "lat": d / "lat5.json", "tcp6": d / "tcp6.json"}
+    out["tcp"].write_text(json.dumps(crafted(lambda s: 4.0)))
+    out["tcp6"].write_text(json.dumps(crafted(lambda s: 4.0, sizes=SIZES + (32 << 20,))))
+    out["lat"].write_text(json.dumps(crafted(lambda s: 5.0, sizes=(8, 16, 32, 64, 128), mode="lat")))
     return out
 
 
@@ -53,48 +68,49 @@ def test_compare_transports_side_by_side(runs):
     assert "B busbw%" in text and "B p99(us)" in text
 
 
-def test_compare_shows_the_change(runs, tmp_path):
-    base = scaled(runs["tcp"], tmp_path / "fast.json", bw=2.0)
-    text = run_cli("compare", base, runs["tcp"], check_rc=1).stdout      # half the busbw: worse, exit 1
+def test_compare_shows_the_change(five, tmp_path):
+    base = scaled(five["tcp"], tmp_path / "fast.json", bw=2.0)
+    text = run_cli("compare", base, five["tcp"], check_rc=1).stdout      # half the busbw: worse, exit 1
     rows = [line for line in text.splitlines() if line.strip().startswith("sendrecv")]
-    assert len(rows) == 2 and all("-50.0%" in r and r.endswith(" worse") for r in rows)
+    assert len(rows) == 5 and all("-50.0%" in r and r.endswith(" 0.97   worse") for r in rows), rows
 
 
 @pytest.mark.parametrize("bw, lat, tolerance, rc, mark, summary", [
-    (0.8, 1.0, None, 1, "worse", "# B vs A: 2 worse, 0 better, 0 within 10%"),
-    (0.8, 1.0, "0.3", 0, "same", "# B vs A: 0 worse, 0 better, 2 within 30%"),
-    (1.5, 1.0, None, 0, "better", "# B vs A: 0 worse, 2 better, 0 within 10%"),
+    (0.8, 1.0, None, 1, "worse", "# B vs A: 5 worse, 0 better, 0 within 10%, 0 within noise"),
+    (0.8, 1.0, "0.3", 0, "same", "# B vs A: 0 worse, 0 better, 5 within 30%, 0 within noise"),
+    (1.5, 1.0, None, 0, "better", "# B vs A: 0 worse, 5 better, 0 within 10%, 0 within noise"),
 ])
-def test_compare_marks_rows_sums_up_and_gates(runs, tmp_path, bw, lat, tolerance, rc, mark, summary):
+def test_compare_marks_rows_sums_up_and_gates(five, tmp_path, bw, lat, tolerance, rc, mark, summary):
     """SuperBench-style gating: B (the run scaled) against A; exit 1 when B is worse."""
-    b = scaled(runs["tcp"], tmp_path / "b.json", bw=bw, lat=lat)
+    b = scaled(five["tcp"], tmp_path / "b.json", bw=bw, lat=lat)
     args = ["--tolerance", tolerance] if tolerance else []
-    p = run_cli("compare", runs["tcp"], b, *args, check_rc=rc)
+    p = run_cli("compare", five["tcp"], b, *args, check_rc=rc)
     rows = [line for line in p.stdout.splitlines() if line.strip().startswith("sendrecv")]
-    assert len(rows) == 2 and all(r.split()[-1] == mark for r in rows), rows
+    assert len(rows) == 5 and all(r.split()[-1] == mark for r in rows), rows
     lines = p.stdout.splitlines()
-    assert lines[-2].startswith(summary), lines[-2]
-    assert lines[-1] == ("# verdict: FAIL: B worse than A beyond 10%" if rc else
-                         f"# verdict: PASS: no run worse than A beyond {float(tolerance or 0.1) * 100:g}%")
+    assert lines[-3].startswith(summary), lines[-3]
+    tol = f"{float(tolerance or 0.1) * 100:g}%"
+    assert lines[-1] == ("# verdict: FAIL: B worse than A beyond 10% at confidence 0.95" if rc else
+                         f"# verdict: PASS: no run worse than A beyond {tol} at confidence 0.95")
     if rc:
-        assert "worst sendrecv bw" in lines[-2] and "busbw -20.0%" in lines[-2]
-    out = json.loads(run_cli("compare", runs["tcp"], b, *args, "--json", check_rc=rc).stdout)
+        assert "worst sendrecv bw" in lines[-3] and "busbw -20.0% (worse, confidence 0.97)" in lines[-3]
+    out = json.loads(run_cli("compare", five["tcp"], b, *args, "--json", check_rc=rc).stdout)
     assert out["status"] == ("fail" if rc else "pass")
-    assert [c[0]["verdict"] for c in (r["change"] for r in out["rows"])] == [mark, mark]
+    assert [c[0]["verdict"] for c in (r["change"] for r in out["rows"])] == [mark] * 5
 
 
-def test_compare_latency_rows_judge_the_median(runs, tmp_path):
-    slow = scaled(runs["lat"], tmp_path / "slow.json", lat=1.5)
-    p = run_cli("compare", runs["lat"], slow, check_rc=1)
-    assert "# B vs A: 2 worse" in p.stdout and "median latency +50.0%" in p.stdout
-    run_cli("compare", slow, runs["lat"], check_rc=0)      # the other way round: better
+def test_compare_latency_rows_judge_the_median(five, tmp_path):
+    slow = scaled(five["lat"], tmp_path / "slow.json", lat=1.5)
+    p = run_cli("compare", five["lat"], slow, check_rc=1)
+    assert "# B vs A: 5 worse" in p.stdout and "median latency +50.0%" in p.stdout
+    run_cli("compare", slow, five["lat"], check_rc=0)      # the other way round: better
 
 
-def test_small_bandwidth_sizes_are_shown_not_judged(runs, tmp_path):
-    b = scaled(runs["tcp"], tmp_path / "b.json", bw=0.5)
-    p = run_cli("compare", runs["tcp"], b, "--min-size", "2M", check_rc=1)
+def test_small_bandwidth_sizes_are_shown_not_judged(five, tmp_path):
+    b = scaled(five["tcp6"], tmp_path / "b.json", bw=0.5)
+    p = run_cli("compare", five["tcp6"], b, "--min-size", "2M", check_rc=1)
     marks = [line.split()[-1] for line in p.stdout.splitlines() if line.strip().startswith("sendrecv")]
-    assert marks == ["-", "worse"] and "# B vs A: 1 worse, 0 better, 0 within 10%" in p.stdout
+    assert marks == ["-"] + ["worse"] * 5 and "# B vs A: 5 worse, 0 better, 0 within 10%" in p.stdout
 
 
 @pytest.mark.parametrize("cmd, args, fragment", [
@@ -112,24 +128,25 @@ def test_a_filter_that_matches_nothing_says_so(runs, cmd, args, fragment):
     assert p.returncode in (0, 1) and (" 1M " in p.stdout or "1048576" in p.stdout), p.stdout
 
 
-def test_baseline_regression_is_a_finding(runs, tmp_path):
+def test_baseline_regression_is_a_finding(runs, five, tmp_path):
     same = run_cli("validate", runs["tcp"], "--baseline", runs["tcp"], check_rc=0).stdout
     assert "2 figure(s) compared" in same and "0 worse" in same
-    fast = scaled(runs["tcp"], tmp_path / "fast.json", bw=2.0)
+    fast = scaled(five["tcp"], tmp_path / "fast.json", bw=2.0)
     junit = tmp_path / "j.xml"
-    p = run_cli("validate", runs["tcp"], "--baseline", fast, "--json", "--junit", junit, check_rc=1)
+    p = run_cli("validate", five["tcp"], "--baseline", fast, "--json", "--junit", junit, check_rc=1)
     rep = json.loads(p.stdout)
-    assert [f["kind"] for f in rep["findings"]] == ["regression", "regression"]
+    assert [f["kind"] for f in rep["findings"]] == ["regression"] * 5
     assert rep["findings"][0]["change"] == pytest.approx(-0.5)
+    assert rep["findings"][0]["confidence"] == pytest.approx(0.9688, abs=1e-4)
     failed = [tc.get("name") for tc in ET.parse(junit).getroot() if tc.find("failure") is not None]
     assert failed == ["regression"]
-    run_cli("validate", runs["tcp"], "--baseline", fast, "--tolerance", "0.6", check_rc=0)
+    run_cli("validate", five["tcp"], "--baseline", fast, "--tolerance", "0.6", check_rc=0)
 
 
-def test_baseline_latency_and_collective_only_runs(runs, tmp_path):
-    quick = scaled(runs["lat"], tmp_path / "quick.json", lat=0.5)
-    p = run_cli("validate", runs["lat"], "--baseline", quick, check_rc=1)
-    assert p.stdout.count("FINDING [regression]") == 2 and "median latency" in p.stdout
+def test_baseline_latency_and_collective_only_runs(runs, five, tmp_path):
+    quick = scaled(five["lat"], tmp_path / "quick.json", lat=0.5)
+    p = run_cli("validate", five["lat"], "--baseline", quick, check_rc=1)
+    assert p.stdout.count("FINDING [regression]") == 5 and "median latency" in p.stdout
     # a latency-only run has nothing for the rules to check, but the baseline is a check
     run_cli("validate", runs["lat"], "--baseline", runs["lat"], check_rc=0)
     p = run_cli("validate", runs["lat"], check_rc=2)

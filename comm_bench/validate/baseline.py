@@ -1,47 +1,68 @@
 """`validate --baseline OLD.json`: a figure that got worse than the baseline run's by
-more than a tolerance is a finding (kind "regression").
+more than a tolerance, with the data supporting it at a confidence, is a finding (kind
+"regression").
 
-Compared per op, mode, size and buffer kind (medians over pairs, comm_bench.validate.compare.summarise):
-busbw of bw-mode records at sizes of at least the rules' min_size (small sizes measure
-latency, not the link), and the median one-way latency of --mode lat records at every
-size.
+The judgement is compare's (comm_bench.validate.compare.judge, one definition): per op,
+mode, size and buffer kind (medians over pairs), busbw of bw-mode records at sizes of at
+least the rules' min_size (small sizes measure latency, not the link), and the median
+one-way latency of --mode lat records at every size; worse = the row's test and the
+signed-rank test over the op's sizes both support a change beyond the tolerance. A change
+beyond the tolerance that the tests do not support is "within noise": listed, not a finding.
 """
 from __future__ import annotations
 
-from .compare import DEFAULT_TOLERANCE, judged_figure, summarise, verdict
+from .compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, judge, judged_figure, summarise
 from ..sizes import human_size
 from .finding_kinds import finding, status
 from .rules import parse_size
 
 
-def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M"):
-    """(findings, compared): findings for figures worse than base by more than tolerance."""
-    now, old = summarise(doc), summarise(base)
-    floor = parse_size(min_size)
-    findings, compared = [], 0
-    for key in sorted(set(now) & set(old), key=lambda k: (str(k[0]), k[1], k[2], k[3])):
+def _what(key, now, old, c):
+    op, mode, size, _buffer = key
+    figure = judged_figure(mode)
+    unit, what = ("GB/s", "busbw") if figure == "busbw" else ("us", "median latency")
+    return figure, (f"{op} {human_size(size)} ({mode}): {what} {now[key][figure]:.3g} {unit} vs "
+                    f"{old[key][figure]:.3g} {unit} in the baseline ({c * 100:+.1f}%")
+
+
+def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M", confidence=DEFAULT_CONFIDENCE):
+    """(findings, compared, within_noise, notes): findings for figures worse than base by
+    more than tolerance at the confidence; within_noise: the changes beyond the tolerance
+    (either way) that the tests do not support."""
+    now, old = summarise(doc, samples=True), summarise(base, samples=True)
+    rows, notes = judge(old, now, tolerance, parse_size(min_size), confidence)
+    findings, noise = [], []
+    for key in sorted(rows, key=lambda k: (str(k[0]), k[1], k[2], k[3])):
+        r = rows[key]
         op, mode, size, _buffer = key
-        figure = judged_figure(mode)
-        v, c = verdict(now[key], old[key], mode, size, tolerance, floor)
-        if v is None:
-            continue
-        compared += 1
-        if v == "worse":
-            unit, what = ("GB/s", "busbw") if figure == "busbw" else ("us", "median latency")
+        figure, text = _what(key, now, old, r["change"])
+        test = {"confidence": r["confidence"], "p_row": r["p_row"], "p_series": r["p_series"],
+                "row_test": r["row_test"]}
+        if r["verdict"] == "worse":
             findings.append(finding(
-                "regression", f"{op} {human_size(size)} ({mode}): {what} {now[key][figure]:.3g} {unit} vs "
-                f"{old[key][figure]:.3g} {unit} in the baseline ({c * 100:+.1f}%, tolerance "
-                f"{tolerance * 100:g}%)", op=op, mode=mode, size=size, figure=figure,
-                measured=now[key][figure], baseline=old[key][figure], change=c))
-    return findings, compared
+                "regression", f"{text}, tolerance {tolerance * 100:g}%)",   # output adds the confidence
+                op=op, mode=mode, size=size, figure=figure, measured=now[key][figure],
+                baseline=old[key][figure], change=r["change"], **test))
+        elif r["verdict"] == "noise":
+            noise.append(dict(op=op, mode=mode, size=size, figure=figure, change=r["change"], **test,
+                              message=f"{text}, within noise: confidence {r['confidence']:.2f} < {confidence:g})"))
+    return findings, len(rows), noise, notes
 
 
-def apply(report, doc, base, base_name, tolerance, min_size):
-    """Add the baseline's findings to a validate report; one line saying what was compared."""
-    findings, compared = regressions(doc, base, tolerance, min_size)
+def apply(report, doc, base, base_name, tolerance, min_size, confidence=DEFAULT_CONFIDENCE):
+    """Add the baseline's findings to a validate report; the lines saying what was compared
+    and which changes were within noise."""
+    findings, compared, noise, notes = regressions(doc, base, tolerance, min_size, confidence)
     report["findings"] += findings
     report["status"] = status(report)
-    report.setdefault("checked", {})["baseline"] = {"file": base_name, "compared": compared,
-                                                    "tolerance": tolerance, "regressions": len(findings)}
-    return (f"baseline {base_name}: {compared} figure(s) compared (op, mode, size), "
-            f"{len(findings)} worse by more than {tolerance * 100:g}%")
+    report.setdefault("checked", {})["baseline"] = {
+        "file": base_name, "compared": compared, "tolerance": tolerance, "confidence": confidence,
+        "regressions": len(findings), "within_noise": noise, "notes": notes,
+        "test": "worse = the row's test (Welch's t on log figures; rank-sum over records where both runs have "
+                "3+) and a signed-rank test over the op's judged sizes both reject 'within the tolerance' at the "
+                "confidence (comm-bench compare's judgement)"}
+    return "\n".join([f"baseline {base_name}: {compared} figure(s) compared (op, mode, size), "
+                      f"{len(findings)} worse by more than {tolerance * 100:g}% at confidence {confidence:g}, "
+                      f"{len(noise)} beyond {tolerance * 100:g}% within noise"]
+                     + [f"  within noise: {n['message']}" for n in noise]
+                     + [f"  note: {n}" for n in notes])

@@ -1,50 +1,85 @@
 """Runs side by side: per op, mode and size, each run's figures and the change from the
-first run (`comm-bench compare A.json B.json ...`; `validate --baseline` uses summarise()).
+first run (`comm-bench compare A.json B.json ...`; `validate --baseline` uses judge()).
 
 A run's figure at one size is the median over its records there (pairs of a pairwise
 run), so runs of different patterns or transports line up by op, mode and size.
 
 A row is judged by one figure: busbw in bw mode (from min_size up: smaller sizes measure
-latency), the median one-way latency in lat mode. Beyond the tolerance it is better or
-worse than the first run; `compare` exits 1 when any run is worse somewhere (a gate).
+latency), the median one-way latency in lat mode. It is worse (better) than the first
+run only when two one-sided tests both reject "the change is within the tolerance" at
+the confidence asked (an intersection-union test: its error rate is at most 1 - confidence):
+- the row's own test: Welch's t on the log figures, each with the standard error of its
+  records' per-iteration times (stdev/avg/sqrt(iters)); a Wilcoxon rank-sum test over
+  the records' figures where both runs have 3 or more (pairwise runs: one per pair);
+- the series' test: a Wilcoxon signed-rank test over the log ratios of every judged size
+  of the same op, mode and buffer. Identical runs measured here differ more between runs
+  (a whole run shifted by the scheduler: 15-27% sd of busbw) than one run's iterations
+  suggest (5-11% standard error), so the row test alone calls them different; such
+  shifts hit sizes unevenly, while a slower link is slower at every bandwidth-bound size.
+A change beyond the tolerance that the tests do not support is "noise" (within noise):
+shown, never a failure. `compare` exits 1 when any later run is worse somewhere (a gate).
+docs/benchmarks/compare-noise.md has the measurements behind this.
 """
 from __future__ import annotations
 
+import math
 import statistics
 
 from ..results.records import buffer_label, measured_gbs
 from ..sizes import human_size
+from .stats import rank_sum_p, signed_rank_p, welch_below_p
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}
 DEFAULT_TOLERANCE = 0.10
+DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MIN_SIZE = 1 << 20    # validate's rules min_size: bandwidth rows below it are not judged
+RANK_SUM_MIN = 3              # records per run for the rank-sum row test: 3 + 3 can reach p = 0.05
+TEST = {"row": "one-sided Welch t-test on log figures (standard error: per-iteration stdev/avg/sqrt(iters)); "
+               f"Wilcoxon rank-sum over the records' figures where both runs have {RANK_SUM_MIN}+ records",
+        "series": "one-sided Wilcoxon signed-rank test over the log ratios of every judged size of the "
+                  "row's op, mode and buffer",
+        "rule": "worse (better) = both tests reject 'the change is within the tolerance' (one-sided, in "
+                "that direction) at the confidence; a change beyond the tolerance otherwise = within noise",
+        "assumptions": "iterations of one record independent; sizes of one run independent given a "
+                       "link change, which moves every judged size the same way"}
 
 
 def judged_figure(mode):
     return "busbw" if mode == "bw" else "p50_us"
 
 
-def verdict(new, old, mode, size, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE):
-    """(better | worse | same, relative change of the judging figure), or (None, None)
-    where the row is not judged (a small bandwidth size, a figure missing)."""
-    figure = judged_figure(mode)
-    c = change((new or {}).get(figure), (old or {}).get(figure))
-    if c is None or (mode == "bw" and size < min_size):
-        return None, None
-    gain = c if HIGHER_IS_BETTER[figure] else -c
-    return ("better" if gain > tolerance else "worse" if gain < -tolerance else "same"), c
-
-
-def _lat(rec, key):
-    lat = rec.get("latency_us")
-    v = lat.get(key) if isinstance(lat, dict) else None
+def _num(rec, *path):
+    v = rec
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def summarise(doc):
-    """{(op, mode, size, buffer): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records"}}:
-    host and GPU-buffer records (records.buffer_label) never share a row."""
+def _record_figure(rec, mode):
+    return measured_gbs(rec) if mode == "bw" else _num(rec, "latency_us", "median")
+
+
+def _spread(recs):
+    """(standard error of the row's log figure, its degrees of freedom), or (None, None)
+    where a record has no per-iteration spread. Each record's mean time has relative
+    standard error cv/sqrt(iters) (delta method: the standard error of its log); the row's
+    figure averages its records."""
+    terms, iters = [], 0
+    for r in recs:
+        sd, avg, n = _num(r, "latency_us", "stdev"), _num(r, "latency_us", "avg"), _num(r, "iters")
+        if sd is None or not avg or avg <= 0 or not n or n < 2:
+            return None, None
+        terms.append((sd / avg) ** 2 / n)
+        iters += n
+    return math.sqrt(statistics.fmean(terms) / len(terms)), iters - len(terms)
+
+
+def summarise(doc, samples=False):
+    """{(op, mode, size, buffer): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records",
+    "se_log", "df"}}: host and GPU-buffer records (records.buffer_label) never share a row.
+    se_log, df: the judged figure's log standard error and degrees of freedom (None: no
+    per-iteration spread recorded). samples: also "values", the judged figure per record."""
     groups = {}
     for rec in doc.get("results") or []:
         if isinstance(rec, dict) and isinstance(rec.get("size"), int):
@@ -55,9 +90,13 @@ def summarise(doc):
         def med(values):
             values = [v for v in values if v is not None]
             return statistics.median(values) if values else None
+        se, df = _spread(recs)
         out[key] = {"busbw": med(measured_gbs(r) for r in recs) if key[1] == "bw" else None,
-                    "p50_us": med(_lat(r, "median") for r in recs),
-                    "p99_us": med(_lat(r, "p99") for r in recs), "records": len(recs)}
+                    "p50_us": med(_num(r, "latency_us", "median") for r in recs),
+                    "p99_us": med(_num(r, "latency_us", "p99") for r in recs), "records": len(recs),
+                    "se_log": se, "df": df}
+        if samples:
+            out[key]["values"] = [v for v in (_record_figure(r, key[1]) for r in recs) if v and v > 0]
     return out
 
 
@@ -68,31 +107,114 @@ def change(new, old):
     return (new - old) / old
 
 
-def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE):
+def _margins(tolerance, higher_is_better):
+    """The tolerance as log gains: (worse below, better above); None where no change can
+    pass it (a drop of 100% or more)."""
+    lo, hi = (math.log1p(-tolerance) if tolerance < 1 else None), math.log1p(tolerance)
+    return (lo, hi) if higher_is_better else (-hi, -lo if lo is not None else None)
+
+
+def _row_p(old, new, sign, margin):
+    """The row's own test: (name, p) for "new's log gain over old is below margin"
+    (sign: +1 when a higher figure is better)."""
+    vo, vn = old.get("values") or [], new.get("values") or []
+    if len(vo) >= RANK_SUM_MIN and len(vn) >= RANK_SUM_MIN:
+        return "rank-sum", rank_sum_p([sign * math.log(v) for v in vo], [sign * math.log(v) - margin for v in vn])
+    if old["se_log"] is None or new["se_log"] is None:
+        return None, None           # no spread recorded: the series test alone decides
+    fig = "busbw" if sign > 0 else "p50_us"
+    return "welch-log", welch_below_p(sign * math.log(old[fig]), old["se_log"], old["df"],
+                                      sign * math.log(new[fig]) - margin, new["se_log"], new["df"])
+
+
+def needed_sizes(confidence):
+    """Judged sizes a series needs before its signed-rank test can reach the confidence:
+    all n in one direction has p = 2^-n."""
+    return max(1, math.ceil(math.log2(1 / (1 - confidence)) - 1e-9))
+
+
+def judge(old, new, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, confidence=DEFAULT_CONFIDENCE):
+    """The one judgement of a later run against a base (compare and validate --baseline):
+    old, new from summarise(doc, samples=True). Returns ({key: {"verdict": better | worse |
+    same | noise, "change", "confidence", "p_row", "p_series", "row_test"}} for the judged
+    rows, [notes]): a row is judged where both have its figure (bw rows from min_size up).
+
+    Both tests take "the change is within the tolerance" as the null hypothesis: worse
+    (better) = the data support a change beyond the tolerance in that direction at the
+    confidence. Testing against 0 instead let a run shifted 15% by the scheduler FAIL."""
+    alpha = 1 - confidence + 1e-12
+    rows, series = {}, {}
+    for key in set(old) & set(new):
+        op, mode, size, buffer = key
+        fig = judged_figure(mode)
+        a, b = old[key].get(fig), new[key].get(fig)
+        if not a or not b or a <= 0 or b <= 0 or (mode == "bw" and size < min_size):
+            continue
+        sign = 1 if HIGHER_IS_BETTER[fig] else -1
+        gain, (lo, hi) = sign * math.log(b / a), _margins(tolerance, HIGHER_IS_BETTER[fig])
+        up = gain > 0           # the direction of the change: the one tested
+        if (hi if up else lo) is None:
+            name, p_row = None, 1.0
+        elif up:                # better: the mirror of worse (old's gain over new below -hi)
+            name, p_row = _row_p(new[key], old[key], sign, -hi)
+        else:
+            name, p_row = _row_p(old[key], new[key], sign, lo)
+        rows[key] = {"change": (b - a) / a, "row_test": name, "up": up, "p_row": p_row}
+        series.setdefault((op, mode, buffer), {"gains": [], "lo": lo, "hi": hi})["gains"].append(gain)
+    p_series = {k: (1.0 if s["lo"] is None else signed_rank_p([g - s["lo"] for g in s["gains"]]),
+                    1.0 if s["hi"] is None else signed_rank_p([s["hi"] - g for g in s["gains"]]))
+                for k, s in series.items()}
+    for key, r in rows.items():
+        p_row, p_ser = r["p_row"], p_series[(key[0], key[1], key[3])][r.pop("up")]
+        p = max(p_row if p_row is not None else 0.0, p_ser)
+        rel = r["change"] * (1 if HIGHER_IS_BETTER[judged_figure(key[1])] else -1)
+        beyond = "better" if rel > tolerance else "worse" if rel < -tolerance else None
+        r.update(verdict="same" if beyond is None else beyond if p <= alpha else "noise",
+                 confidence=confidence_of(p), p_row=_round(p_row), p_series=_round(p_ser))
+    need = needed_sizes(confidence)
+    notes = [f"{op} {mode}{'' if buffer == 'host' else f' [{buffer}]'}: {len(g)} judged size(s); the "
+             f"signed-rank test needs {need} to reach confidence {confidence:g}, so no change there can be "
+             f"better or worse (sweep more sizes from the smallest judged one up, or lower --confidence)"
+             for (op, mode, buffer), g in ((k, s["gains"]) for k, s in sorted(series.items(), key=str))
+             if len(g) < need]
+    return rows, notes
+
+
+def confidence_of(p):
+    return round(max(0.0, min(1.0, 1.0 - p)), 4)
+
+
+def _round(p):
+    return None if p is None else round(p, 6)
+
+
+def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, confidence=DEFAULT_CONFIDENCE):
     """[(name, doc)] -> {"runs": [{name, transport, world_size}], "rows": [{op, mode, size,
-    runs: [figures or None], change: [{figure: relative change vs the first run, "verdict"}]}],
-    "summary": [per later run: {better, worse, same, worst}], "status": pass | fail}"""
-    sums = [summarise(doc) for _, doc in named_docs]
+    runs: [figures or None], change: [{figure: relative change vs the first run, "verdict",
+    "confidence", "p_row", "p_series", "row_test"}]}], "summary": [per later run: {better,
+    worse, same, noise, worst, notes}], "confidence", "test", "status": pass | fail}"""
+    sums = [summarise(doc, samples=True) for _, doc in named_docs]
+    judged = [judge(sums[0], s, tolerance, min_size, confidence) for s in sums[1:]]
     keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
     rows = []
     for key in keys:
-        figs = [s.get(key) for s in sums]
+        figs = [s.get(key) and {k: v for k, v in s[key].items() if k != "values"} for s in sums]
         base = figs[0]
         rows.append({"op": key[0], "mode": key[1], "size": key[2], "buffer": key[3], "runs": figs,
                      "change": [None if f is None or base is None else
                                 dict({k: change(f[k], base[k]) for k in FIGURES},
-                                     verdict=verdict(f, base, key[1], key[2], tolerance, min_size)[0])
-                                for f in figs[1:]]})
+                                     **{k: v for k, v in j[0].get(key, {"verdict": None}).items() if k != "change"})
+                                for f, j in zip(figs[1:], judged)]})
     runs = [{"name": name, "transport": doc.get("transport"), "world_size": doc.get("world_size")}
             for name, doc in named_docs]
-    summary = [_summary(rows, i) for i in range(len(named_docs) - 1)]
-    return {"runs": runs, "rows": rows, "tolerance": tolerance, "min_size": min_size, "summary": summary,
-            "status": "fail" if any(s["worse"] for s in summary) else "pass"}
+    summary = [dict(_summary(rows, i), notes=j[1]) for i, j in enumerate(judged)]
+    return {"runs": runs, "rows": rows, "tolerance": tolerance, "min_size": min_size, "confidence": confidence,
+            "test": TEST, "summary": summary, "status": "fail" if any(s["worse"] for s in summary) else "pass"}
 
 
 def _summary(rows, i):
     """Later run i's verdicts counted, and its worst judged row."""
-    out = {"better": 0, "worse": 0, "same": 0, "worst": None}
+    out = {"better": 0, "worse": 0, "same": 0, "noise": 0, "worst": None}
     worst = None
     for row in rows:
         ch = row["change"][i]
@@ -104,15 +226,16 @@ def _summary(rows, i):
         c = ch[figure]
         gain = c if HIGHER_IS_BETTER[figure] else -c
         if worst is None or gain < worst[0]:
-            worst = (gain, row, c)
+            worst = (gain, row, ch)
     if worst is not None:
-        _, row, c = worst
-        out["worst"] = {"op": row["op"], "mode": row["mode"], "size": row["size"],
-                        "figure": judged_figure(row["mode"]), "change": c}
+        _, row, ch = worst
+        figure = judged_figure(row["mode"])
+        out["worst"] = {"op": row["op"], "mode": row["mode"], "size": row["size"], "figure": figure,
+                        "change": ch[figure], "verdict": ch["verdict"], "confidence": ch["confidence"]}
     return out
 
 
-def _num(v, spec):
+def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
@@ -123,20 +246,22 @@ def _pct(v):
 def header_cells(names):
     out = ["op", "mode", "size"]
     for i, x in enumerate(names):
-        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%", f"{x} vs A"]
-                                                                if i else [])
+        out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%", f"{x} conf",
+                                                                 f"{x} vs A"] if i else [])
     return out
 
 
 def row_cells(row, specs=(".3f", ".2f", ".2f")):
-    """One row as text cells, in header_cells' order (specs: busbw, p50, p99)."""
+    """One row as text cells, in header_cells' order (specs: busbw, p50, p99); the
+    verdict "noise" = beyond the tolerance, not supported at the confidence."""
     buffer = row.get("buffer", "host")
     out = [str(row["op"]) + ("" if buffer == "host" else f" [{buffer}]"), row["mode"], human_size(row["size"])]
     for i, f in enumerate(row["runs"]):
-        out += [_num((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
+        out += [_fmt((f or {}).get(k), spec) for k, spec in zip(FIGURES, specs)]
         if i:
             c = row["change"][i - 1] or {}
-            out += [_pct(c.get("busbw")), _pct(c.get("p99_us")), c.get("verdict") or "-"]
+            out += [_pct(c.get("busbw")), _pct(c.get("p99_us")), _fmt(c.get("confidence"), ".2f"),
+                    c.get("verdict") or "-"]
     return out
 
 
@@ -146,7 +271,7 @@ def format_text(result):
     lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks)"
                                        for x, r in zip(letters, runs))
              + ("; change = (X - A) / A" if len(runs) > 1 else "")]
-    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9, 7] if i else []))]
+    widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9, 6, 7] if i else []))]
     line = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     lines.append("#" + line(header_cells(letters)))
     lines += [" " + line(row_cells(row)) for row in result["rows"]]
@@ -154,18 +279,26 @@ def format_text(result):
 
 
 def summary_lines(result, letters):
-    """One line per later run (counts of better / worse / same, its worst row) and the verdict."""
+    """Per later run: counts (worse, better, same, within noise), its worst row and notes;
+    then the test and the verdict."""
     if len(result["runs"]) < 2:
         return []
-    tol, floor = result["tolerance"] * 100, human_size(result["min_size"])
+    tol, floor, conf = result["tolerance"] * 100, human_size(result["min_size"]), result["confidence"]
     out = []
     for x, s in zip(letters[1:], result["summary"]):
         w = s["worst"]
         worst = (f"; worst {w['op']} {w['mode']} {human_size(w['size'])}: "
-                 f"{'busbw' if w['figure'] == 'busbw' else 'median latency'} {w['change'] * 100:+.1f}%") if w else ""
-        out.append(f"# {x} vs {letters[0]}: {s['worse']} worse, {s['better']} better, {s['same']} within {tol:g}% "
-                   f"(busbw from {floor}, median latency of lat rows){worst}")
+                 f"{'busbw' if w['figure'] == 'busbw' else 'median latency'} {w['change'] * 100:+.1f}% "
+                 f"({w['verdict']}, confidence {w['confidence']:.2f})") if w else ""
+        out.append(f"# {x} vs {letters[0]}: {s['worse']} worse, {s['better']} better, {s['same']} within {tol:g}%, "
+                   f"{s['noise']} within noise (busbw from {floor}, median latency of lat rows){worst}")
+        out += [f"# {x} vs {letters[0]}: note: {n}" for n in s["notes"]]
+    out.append(f"# test: worse or better = beyond {tol:g}% at confidence {conf:g} by both the row's test (Welch's t "
+               f"on log figures with each run's per-iteration spread; rank-sum over the records where each run has "
+               f"{RANK_SUM_MIN}+) and a signed-rank test over the op's judged sizes; beyond {tol:g}% without that "
+               f"support = within noise")
     worse = [x for x, s in zip(letters[1:], result["summary"]) if s["worse"]]
-    out.append(f"# verdict: FAIL: {', '.join(worse)} worse than {letters[0]} beyond {tol:g}%" if worse else
-               f"# verdict: PASS: no run worse than {letters[0]} beyond {tol:g}%")
+    out.append(f"# verdict: FAIL: {', '.join(worse)} worse than {letters[0]} beyond {tol:g}% at confidence {conf:g}"
+               if worse else
+               f"# verdict: PASS: no run worse than {letters[0]} beyond {tol:g}% at confidence {conf:g}")
     return out

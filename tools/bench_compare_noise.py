@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Does `comm-bench compare` tell noise from a regression? (#39, docs/benchmarks/compare-noise.md)
+
+1. identical local runs: the README's first command (`sweep --nprocs 2 -c`, 2 local tcp
+   ranks) run twice back to back, --pairs times; each pair compared (goal: exit 0 in at
+   least 19 of 20). Also printed: what the old fixed-10% rule said of the same pairs, and
+   the noise itself per judged size (between-run spread against one run's own).
+2. a 20% slower link: two network-namespace hosts (tools/netns_fabric.py), their link at a
+   base rate (tc tbf, --rate), a tcp pair sweep; the same again (identical: goal PASS);
+   then the link shaped to 80% of the busbw the base run measured (goal: FAIL), --trials times.
+3. --unshaped: the same with the link unshaped for the base runs (CPU-bound tcp here).
+
+    python tools/bench_compare_noise.py [--pairs 20] [--trials 5] [--rate 2gbit] [--unshaped]
+        [--json out.json] [--keep DIR]
+
+Needs root + iproute2 for 2 and 3 (skipped with a line otherwise). Only the namespaces it
+makes are used; they are deleted at the end, also on failure.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import netns_fabric  # noqa: E402
+
+CB = str(Path(sys.executable).parent / "comm-bench")
+WIRE = 1514 / 1448      # tc tbf counts whole frames: wire bytes per TCP payload byte at MTU 1500
+JUDGED = 1 << 20        # compare's default --min-size
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def compare(a, b):
+    """(exit code, compare's JSON, what the old fixed-tolerance rule said: any judged row
+    more than 10% worse = FAIL)."""
+    p = sh([CB, "compare", str(a), str(b), "--json"], timeout=120)
+    out = json.loads(p.stdout)
+    old_fail = any(c and c["busbw"] is not None and c["busbw"] < -out["tolerance"] and r["size"] >= JUDGED
+                   for r in out["rows"] for c in r["change"][:1])
+    return p.returncode, out, old_fail
+
+
+def judged(doc):
+    return sorted((r for r in doc["results"] if r.get("mode", "bw") == "bw" and r["size"] >= JUDGED),
+                  key=lambda r: r["size"])
+
+
+def noise_figures(docs):
+    """Per judged size: busbw median, between-run sd of log busbw, one run's mean
+    per-iteration cv and the standard error it implies (cv/sqrt(iters)); and the run
+    effect (mean log deviation over sizes) against what is left per size."""
+    by_size = {}
+    for d in docs:
+        for r in judged(d):
+            by_size.setdefault(r["size"], []).append(r)
+    rows, dev = [], {}
+    for size, recs in sorted(by_size.items()):
+        logs = [math.log(r["busbw"]) for r in recs]
+        m = statistics.fmean(logs)
+        dev[size] = [x - m for x in logs]
+        cv = statistics.fmean(r["latency_us"]["stdev"] / r["latency_us"]["avg"] for r in recs)
+        rows.append({"size": size, "busbw_median": statistics.median(r["busbw"] for r in recs),
+                     "between_sd_log": statistics.stdev(logs), "within_cv": cv,
+                     "within_se": cv / math.sqrt(recs[0]["iters"]),
+                     "min": min(r["busbw"] for r in recs), "max": max(r["busbw"] for r in recs)})
+    n = min(len(v) for v in dev.values())
+    effect = [statistics.fmean(dev[s][j] for s in dev) for j in range(n)]
+    resid = [dev[s][j] - effect[j] for s in dev for j in range(n)]
+    return {"sizes": rows, "run_effect_sd": statistics.stdev(effect), "residual_sd": statistics.stdev(resid),
+            "runs_shifted_20pct": sum(e < math.log(0.8) for e in effect), "runs": n}
+
+
+def local_pairs(n, work):
+    runs, pairs = [], []
+    for i in range(n):
+        files = [work / f"local{i}{x}.json" for x in "ab"]
+        for f in files:
+            p = sh([CB, "sweep", "--nprocs", "2", "-c", "-o", str(f), "--force", "--no-progress"], timeout=300)
+            if p.returncode != 0:
+                raise SystemExit(f"sweep failed: {p.stdout[-500:]}{p.stderr[-500:]}")
+            runs.append(json.loads(f.read_text()))
+        rc, out, old = compare(*files)
+        s = out["summary"][0]
+        pairs.append({"rc": rc, "old_fail": old, "worse": s["worse"], "noise": s["noise"],
+                      "worst": s["worst"] and {k: s["worst"][k] for k in ("size", "change", "verdict", "confidence")}})
+        w = s["worst"]
+        print(f"  pair {i + 1:2}: exit {rc}  (old rule: {'FAIL' if old else 'pass'})  {s['worse']} worse, "
+              f"{s['noise']} within noise; worst {w['size'] >> 20}M {w['change'] * 100:+.1f}% "
+              f"({w['verdict']}, confidence {w['confidence']:.2f})", flush=True)
+    return pairs, noise_figures(runs)
+
+
+def tbf(fab, rate):
+    """Host 0's link (both directions) at `rate` with tc tbf, or unshaped (rate None)."""
+    for ns, dev in ((fab.netns(0), "eth0"), (fab.bridge_ns, "p0")):
+        sh(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"])
+        if rate:
+            burst = f"{max(64, min(4096, int(netns_fabric.rate_bits(rate) / 8 / 100 / 1024)))}kb"   # ~10 ms
+            p = sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", burst,
+                    "latency", "50ms"])
+            if p.returncode:
+                raise SystemExit(f"tc: {p.stderr.strip()}")
+
+
+def ns_sweep(fab, out):
+    """A tcp pair sweep, default sizes and iterations, one rank per namespace host."""
+    port = 29700 + os.getpid() % 200
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([*fab.exec_prefix(i), CB, "sweep", "-t", "tcp", "-o", str(out), "--force",
+                                       "--addr", fab.addr(i), "--no-progress", "--timeout", "60"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(out.parent)))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"namespace sweep failed: {outs[0][-800:]}")
+    return json.loads(out.read_text())
+
+
+def link_trials(trials, rate, work, label):
+    """Per trial: base run, the same again, then 80% of what the base measured."""
+    out = []
+    with netns_fabric.Fabric(2, prefix="cbnoise", subnet="10.77.139") as fab:
+        for t in range(trials):
+            tbf(fab, rate)
+            files = {k: work / f"{label}{t}{k}.json" for k in ("base", "again", "slow")}
+            base = ns_sweep(fab, files["base"])
+            ns_sweep(fab, files["again"])
+            measured = statistics.median(r["busbw"] for r in judged(base))       # GB/s of TCP payload
+            slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
+            tbf(fab, slow_rate)
+            ns_sweep(fab, files["slow"])
+            rc_slow, cmp_slow, old_slow = compare(files["base"], files["slow"])
+            rc_same, cmp_same, old_same = compare(files["base"], files["again"])
+            ratio = statistics.median(1 + r["change"][0]["busbw"] for r in cmp_slow["rows"] if r["size"] >= JUDGED)
+            s, a = cmp_slow["summary"][0], cmp_same["summary"][0]
+            out.append({"base_gbs": measured, "slow_rate": slow_rate, "slow_ratio": ratio, "slow_rc": rc_slow,
+                        "slow_worse": s["worse"], "slow_noise": s["noise"], "same_rc": rc_same,
+                        "same_noise": a["noise"], "old_rule_same_fail": old_same, "old_rule_slow_fail": old_slow})
+            print(f"  trial {t + 1}: base {measured:.3f} GB/s ({rate or 'unshaped'}), shaped {slow_rate}: "
+                  f"busbw x{ratio:.2f}, compare exit {rc_slow} ({s['worse']} worse, {s['noise']} within noise); "
+                  f"same again: exit {rc_same} ({a['noise']} within noise)", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--rate", default="2gbit", help="the namespace link's base rate (tc tbf)")
+    ap.add_argument("--unshaped", action="store_true", help="also trials with the base runs unshaped")
+    ap.add_argument("--json", dest="json_out", help="write every figure here")
+    ap.add_argument("--keep", help="keep the results documents in this folder")
+    a = ap.parse_args()
+    work = Path(a.keep or tempfile.mkdtemp(prefix="cbnoise-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report = {"command": sys.argv}
+    print(f"# 1. identical local runs: {a.pairs} pairs of `comm-bench sweep --nprocs 2 -c`")
+    pairs, noise = local_pairs(a.pairs, work)
+    report.update(local_pairs=pairs, noise=noise)
+    print(f"  compare exit 0: {sum(p['rc'] == 0 for p in pairs)} of {len(pairs)} "
+          f"(old fixed-10% rule: {sum(not p['old_fail'] for p in pairs)} of {len(pairs)})")
+    print("  size  busbw(median, min-max GB/s)  between-run sd(log)  per-iteration cv  its standard error")
+    for r in noise["sizes"]:
+        print(f"  {r['size'] >> 20:3}M  {r['busbw_median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
+              f"  {r['between_sd_log']:.3f}  {r['within_cv']:.3f}  {r['within_se']:.3f}")
+    print(f"  run effect sd {noise['run_effect_sd']:.3f}, per-size residual sd {noise['residual_sd']:.3f}, "
+          f"runs >20% slow overall: {noise['runs_shifted_20pct']} of {noise['runs']}")
+    ok, why = netns_fabric.available()
+    if not ok:
+        print(f"# 2. namespace link: skipped ({why})")
+    else:
+        print(f"# 2. a namespace link at {a.rate}, then at 80% of what it measured: {a.trials} trials")
+        report["link"] = link_trials(a.trials, a.rate, work, "shaped")
+        t = report["link"]
+        print(f"  FAIL (exit 1) at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; "
+              f"the same rate again PASS (exit 0): {sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
+        if a.unshaped:
+            print(f"# 3. the namespace link unshaped, then at 80% of what it measured: {a.trials} trials")
+            report["unshaped"] = t = link_trials(a.trials, None, work, "unshaped")
+            print(f"  FAIL at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; unshaped again PASS: "
+                  f"{sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
