@@ -63,6 +63,8 @@ def cli(debug):
 
 def main(argv=None) -> None:
     debug = bool(os.environ.get("COMM_BENCH_DEBUG")) or "--debug" in (argv or sys.argv)
+    from .printable import install
+    install()       # names from documents are printed escaped: no terminal escapes, no lone surrogates
     try:
         # without standalone mode click returns a command's ctx.exit(code) instead of exiting
         code = cli.main(args=argv, prog_name="comm-bench", standalone_mode=False)

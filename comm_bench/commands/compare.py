@@ -1,12 +1,13 @@
 """`comm-bench compare A.json B.json ...`: runs side by side, with the change from the first,
-each row marked better / worse, a summary and a verdict; exit 1 when a run is worse."""
+each row marked better / worse / within noise (a stated test at a stated confidence), a
+summary and a verdict; exit 1 when a run is worse."""
 import json
 import os
 import sys
 
 import click
 
-from ..validate.compare import DEFAULT_TOLERANCE
+from ..validate.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 
 
 @click.command()
@@ -16,14 +17,18 @@ from ..validate.compare import DEFAULT_TOLERANCE
               help="Also write an interactive page (Plotly, embedded): curves overlaid and the table.")
 @click.option("--tolerance", default=DEFAULT_TOLERANCE, type=click.FloatRange(0, 10), show_default=True,
               help="A row is better or worse than the first run beyond this relative change (busbw; "
-                   "lat rows: median latency); any worse row: exit 1.")
+                   "lat rows: median latency) when the test supports it; any worse row: exit 1.")
+@click.option("--confidence", default=DEFAULT_CONFIDENCE, type=click.FloatRange(0.5, 0.9999), show_default=True,
+              help="A change is better or worse only when Welch's t on the row and a signed-rank test over "
+                   "the op's sizes both put it beyond --tolerance at this confidence; else within noise.")
 @click.option("--min-size", default="1M", show_default=True,
               help="Bandwidth rows below this size are shown, not judged (they measure latency).")
 @click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
 @click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
-def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
+def compare(results, as_json, html_out, tolerance, confidence, min_size, ops, sizes):
     """Per op, mode and size: busbw, median and p99 latency of every run (medians over
-    pairs) and their change from the first run, marked better / worse beyond --tolerance.
+    pairs) and their change from the first run, marked better / worse beyond --tolerance
+    where the data support it at --confidence, "noise" where they do not.
     Runs of other transports or patterns line up by op and size: gRPC vs NCCL vs RDMA,
     before vs after. Exit 0: no run worse than the first; 1: one is; 2: bad input."""
     from ..validate.compare import compare as run, format_text
@@ -37,7 +42,11 @@ def compare(results, as_json, html_out, tolerance, min_size, ops, sizes):
         if not any(doc["results"] for _, doc in docs):
             asked = " ".join(f"--{k} {v}" for k, v in (("op", ops), ("size", sizes)) if v)
             raise UsageError(f"no records match {asked} in {', '.join(n for n, _ in docs)}")
-    out = run(docs, tolerance, parse_size(min_size, "--min-size"))
+    from ..results.records import nothing_in_common
+    common = nothing_in_common(docs)
+    if common:          # nothing judged is no PASS
+        raise UsageError(common)
+    out = run(docs, tolerance, parse_size(min_size, "--min-size"), confidence)
     click.echo(json.dumps(out, indent=1) if as_json else format_text(out))
     if html_out:
         from ..views.interactive import write_compare_page

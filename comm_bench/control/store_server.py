@@ -22,6 +22,14 @@ What it promises (docs/reliability.md, "The rendezvous store"):
   connections would take the descriptors the rest of rank 0 needs (keep_free: a socket
   per peer and fd_limit.SPARE): a CI run's flood of 1,100 connections at a 1,024 limit
   left none, and rank 0 failed to write its results.
+- Every field of every request is checked before use (issue 44): the number of fields of
+  each op; a timeout or an ADD amount is a decimal whole number of at most 19 digits (a
+  timeout is then clamped to 0..MAX_WAIT_MS); a counter stays within 64 bits; a CHECK,
+  DELETE, MULTI_GET or MULTI_SET names at most MAX_LIST_KEYS keys. Anything else is
+  refused with a reason, and the connection goes on.
+- No request stops the loop: an exception while serving one connection (a bug) drops that
+  connection, named in one line on stderr (the peer's address and the error), and every
+  other connection goes on.
 """
 from __future__ import annotations
 
@@ -30,10 +38,12 @@ import heapq
 import hmac
 import itertools
 import os
+import re
 import resource
 import selectors
 import socket
 import struct
+import sys
 import threading
 import time
 from itertools import filterfalse
@@ -46,14 +56,35 @@ AUTH_WINDOW = 10.0            # seconds a connection has to prove it holds the s
 MAX_STORED = 1 << 30          # bytes of keys and values held in total
 MAX_WAIT_KEYS = 1 << 16       # keys one WAIT may name (a 4,096-rank gather names 4,096)
 MAX_OUTBOUND = 256 << 20      # bytes of replies not wholly sent, in total: past it, requests wait
+MAX_WAIT_MS = 1_000_000_000   # the longest a GET or WAIT waits (--timeout's own maximum, 1,000,000 s)
+MAX_LIST_KEYS = 1 << 20       # keys one CHECK, DELETE, MULTI_GET or MULTI_SET may name
+MAX_LOGGED = 20               # dropped connections named on stderr; later ones are counted only
+_FIELDS = {SET: 2, GET: 2, ADD: 2, CHECK: 1, DELETE: 1, WAIT: 2, MULTI_GET: 1, MULTI_SET: 3}
+_WHOLE = re.compile(rb"-?[0-9]{1,19}")     # ASCII digits only: int() would take " 5", "1_0", "٣"
+_COUNTER = 1 << 63
+
+
+class _Refused(Exception):
+    """A request whose fields are not what its op takes: refused with this reason."""
+
+
+def _whole(field: bytes, what: str) -> int:
+    if _WHOLE.fullmatch(field) is None:
+        raise _Refused(f"a malformed request: its {what} must be a whole number of at most 19 digits")
+    return int(field)
+
+
+def _timeout_ms(field: bytes) -> int:
+    return min(max(_whole(field, "timeout (ms)"), 0), MAX_WAIT_MS)
 _SCARCE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "events", "inbox", "outbox", "retained", "authed", "challenge", "born", "waiter")
+    __slots__ = ("sock", "fd", "events", "inbox", "outbox", "retained", "authed", "challenge", "born", "waiter",
+                 "peer")
 
-    def __init__(self, sock):
-        self.sock, self.fd, self.events = sock, sock.fileno(), 0
+    def __init__(self, sock, peer: str = "?"):
+        self.sock, self.fd, self.events, self.peer = sock, sock.fileno(), 0, peer
         self.inbox, self.outbox = bytearray(), memoryview(b"")  # a reply is sent from a view
         self.retained = None          # the reply object the view keeps alive, sent or not
         self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
@@ -110,25 +141,60 @@ class StoreServer:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ, None)
         self.refused_hellos = 0                   # connections closed for a wrong or missing proof
+        self.dropped = 0                          # connections dropped because serving them raised
         threading.Thread(target=self._loop, name="comm-bench store", daemon=True).start()
 
     # -- the loop ------------------------------------------------------------------------
     def _loop(self):
         while True:
-            for key, events in self._sel.select(self._next_timeout()):
+            try:
+                ready = self._sel.select(self._next_timeout())
+            except InterruptedError:
+                continue
+            for key, events in ready:
                 conn = key.data
-                if conn is None:
-                    self._accept()
-                elif events & selectors.EVENT_WRITE:
-                    self._write(conn)
-                    self._serve(conn)
-                else:
-                    self._read(conn)
+                try:
+                    if conn is None:
+                        self._accept()
+                    elif events & selectors.EVENT_WRITE:
+                        self._write(conn)
+                        self._serve(conn)
+                    else:
+                        self._read(conn)
+                except Exception as exc:  # noqa: BLE001 - one connection's failure is not the store's
+                    self._drop(conn, exc)
             self._expire()
             while self._woken:
                 woken, self._woken = self._woken, []
                 for conn in woken:
-                    self._serve(conn)
+                    try:
+                        self._serve(conn)
+                    except Exception as exc:  # noqa: BLE001
+                        self._drop(conn, exc)
+
+    def _drop(self, conn, exc):
+        """Serving `conn` raised (a bug): that connection goes, named in one line; the loop goes on."""
+        self.dropped += 1
+        what = f"{type(exc).__name__}: {exc}".encode("ascii", "backslashreplace").decode()
+        what = what.replace("\n", " ")[:200]
+        if conn is None:
+            line = f"comm-bench store: accepting a connection failed ({what}); the store goes on"
+        else:
+            line = (f"comm-bench store: dropped the connection from {conn.peer} (a request failed: "
+                    f"{what}); the store goes on")
+            try:
+                self._close(conn)
+            except Exception:  # noqa: BLE001 - half-closed state: forget it, keep serving the rest
+                self._conns.pop(conn.fd, None)
+                self._hellos.pop(conn.fd, None)
+                self._held.pop(conn.fd, None)
+        if self.dropped <= MAX_LOGGED:
+            if self.dropped == MAX_LOGGED:
+                line += " (further dropped connections are counted, not named)"
+            try:
+                print(line, file=sys.stderr, flush=True)
+            except Exception:  # noqa: BLE001 - stderr closed or full: the store still goes on
+                pass
 
     def _next_timeout(self) -> float:
         due = time.monotonic() + 1.0
@@ -146,7 +212,7 @@ class StoreServer:
                     return    # every connection proved itself: the rest wait in the backlog
                 continue
             try:
-                sock, _ = self._listener.accept()
+                sock, addr = self._listener.accept()
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -158,7 +224,8 @@ class StoreServer:
                 return        # anything else: try again on the next readiness
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Conn(sock)
+            peer = f"[{addr[0]}]:{addr[1]}" if sock.family == socket.AF_INET6 else f"{addr[0]}:{addr[1]}"
+            conn = _Conn(sock, peer)
             self._conns[conn.fd] = self._hellos[conn.fd] = conn
             self._send(conn, frame(OK, (conn.challenge,)))
             self._update(conn)
@@ -238,6 +305,8 @@ class StoreServer:
             del conn.inbox[:4 + size]
             try:
                 reply = self._answer(conn, body[0], fields_of(body))
+            except _Refused as why:
+                reply = frame(REFUSED, (str(why).encode(),))
             except (ValueError, IndexError, struct.error):
                 reply = frame(REFUSED, (b"a malformed request",))
             if reply is not None:
@@ -316,12 +385,25 @@ class StoreServer:
             conn.authed = True
             del self._hellos[conn.fd]
             return frame(OK, ())
+        if op not in _FIELDS:
+            return frame(REFUSED, (b"an unknown request",))
+        if len(f) != _FIELDS[op]:
+            raise _Refused(f"a malformed request: {len(f)} fields where op {op} takes {_FIELDS[op]}")
+        named = f[0].count(b"\0") + 1 if op in (CHECK, DELETE, MULTI_GET, MULTI_SET) else 0
+        if named > MAX_LIST_KEYS:
+            raise _Refused(f"a request naming {named} keys (at most {MAX_LIST_KEYS})")
         if op == SET:
             return self._set(f[0], f[1])
         if op == GET:
-            return self._block(conn, f[0], [f[0]], int(f[1]), reply_key=f[0])
+            return self._block(conn, f[0], [f[0]], _timeout_ms(f[1]), reply_key=f[0])
         if op == ADD:
-            value = str(int(self.data.get(f[0], b"0")) + int(f[1])).encode()
+            amount, held = _whole(f[1], "amount"), self.data.get(f[0], b"0")
+            if _WHOLE.fullmatch(held) is None:
+                raise _Refused("an ADD to a key that does not hold a whole number of at most 19 digits")
+            total = int(held) + amount
+            if not -_COUNTER <= total < _COUNTER:
+                raise _Refused(f"an ADD past a 64-bit counter ({int(held)} + {amount})")
+            value = str(total).encode()
             return self._set(f[0], value, reply=value)
         if op == CHECK:
             return frame(OK, (b"1" if all(k in self.data for k in split_keys(f[0])) else b"0",))
@@ -339,7 +421,7 @@ class StoreServer:
             keys = split_keys(f[1])
             if len(keys) > MAX_WAIT_KEYS:
                 return frame(REFUSED, (f"a wait on {len(keys)} keys (at most {MAX_WAIT_KEYS})".encode(),))
-            return self._block(conn, f[1], keys, int(f[0]))
+            return self._block(conn, f[1], keys, _timeout_ms(f[0]))
         if op == MULTI_GET:
             name, version, reply = self._gather
             if version == self._version and name == f[0]:
@@ -356,7 +438,7 @@ class StoreServer:
                 if refused is not _SET_OK:
                     return refused
             return _SET_OK
-        return frame(REFUSED, (b"an unknown request",))
+        return frame(REFUSED, (b"an unknown request",))      # not reached: _FIELDS names every op
 
     def _set(self, key: bytes, value: bytes, reply=None):
         old = self.data.get(key)
@@ -446,7 +528,10 @@ class StoreServer:
         while self._deadlines and self._deadlines[0][0] <= now:
             _, _, w = heapq.heappop(self._deadlines)
             if not w.done:
-                self._wake(w, TIMED_OUT)
+                try:
+                    self._wake(w, TIMED_OUT)
+                except Exception as exc:  # noqa: BLE001
+                    self._drop(w.conn, exc)
         if self._deadlines and len(self._deadlines) > 4 * (len(self._conns) + 16):
             # finished waiters stay in the heap until their deadline: drop them in bulk
             self._deadlines = [d for d in self._deadlines if not d[2].done]

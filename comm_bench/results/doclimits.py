@@ -5,8 +5,10 @@ here, with one line and exit 2, not end as RecursionError or OverflowError (exit
 from __future__ import annotations
 
 import json
+import re
 
 from ..errors import UsageError
+from ..printable import escape
 
 MAX_RULES_BYTES = 1 << 20   # rules files (validate --rules, select --rules)
 MAX_DEPTH = 64          # comm-bench's own documents nest < 10 deep
@@ -27,6 +29,50 @@ def json_int(what: str, path: str):
     return parse
 
 
+# a string a terminal would act on or UTF-8 cannot hold: controls, bidirectional overrides, lone surrogates
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# what JSON text holding such a string must contain: an escape, or one of them raw (C1, bidi)
+_MAY_HOLD = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def may_hold_unprintable(text) -> bool:
+    """Cheap: False where the JSON text cannot hold a string printable() would change."""
+    if isinstance(text, str):
+        return "\\" in text or _UNPRINTABLE.search(text) is not None
+    return _MAY_HOLD.search(text) is not None
+
+
+def printable(doc):
+    """`doc` with every string (keys too) holding control characters, bidirectional overrides
+    or unpaired surrogates written as their \\uXXXX escapes: a host name is then the same text
+    in every output (terminal, HTML, PNG, Prometheus) and can neither drive a terminal nor
+    fail to encode (issue 44). Walked without recursion; changed in place where it can be."""
+    def fix(v):
+        return escape(v) if isinstance(v, str) and _UNPRINTABLE.search(v) else v
+    if not isinstance(doc, (dict, list)):
+        return fix(doc)
+    stack = [doc]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, dict):
+            if any(_UNPRINTABLE.search(k) for k in obj if isinstance(k, str)):
+                items = [(fix(k), v) for k, v in obj.items()]
+                obj.clear()
+                obj.update(items)
+            for k, v in obj.items():
+                if isinstance(v, (dict, list)):
+                    stack.append(v)
+                elif isinstance(v, str) and _UNPRINTABLE.search(v):
+                    obj[k] = escape(v)
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                if isinstance(v, (dict, list)):
+                    stack.append(v)
+                elif isinstance(v, str) and _UNPRINTABLE.search(v):
+                    obj[i] = escape(v)
+    return doc
+
+
 def loads_json(text: str, what: str, path: str, walk: bool = True, **hooks):
     """json.loads, with too deep nesting and too large numbers one UsageError. walk=False
     for results documents (100,000s of records): their integers are checked as they are
@@ -38,6 +84,12 @@ def loads_json(text: str, what: str, path: str, walk: bool = True, **hooks):
         raise too_deep(what, path) from None
     if walk:
         check_tree(doc, what, path)
+    if may_hold_unprintable(text):
+        # records_file stays as written: it names a file (checked, and refused, as it is)
+        raw = doc.get("records_file") if isinstance(doc, dict) else None
+        doc = printable(doc)
+        if raw is not None:
+            doc["records_file"] = raw
     return doc
 
 

@@ -26,8 +26,8 @@ from .. import __version__
 from .doclimits import loads_json
 from ..errors import RunFailed, UsageError
 from .record_checks import RecordChecker, _short
-from .stream import RecordStream, records as streamed_records
-from .safefile import Target, disk_full_error, read_bounded
+from .stream import RecordStream, records as streamed_records, records_path, write_header
+from .safefile import Target, claim_next_free, disk_full_error, read_bounded
 from ..control.secret import PRIVATE_ENV
 
 SCHEMA_VERSION = 1
@@ -81,11 +81,12 @@ def new_document(*, transport: str, world_size: int, pattern: str, options: dict
 
 
 class ResultsWriter:
-    """Rank 0's results file: the document in memory, written whole after each record."""
+    """Rank 0's results file: the document in memory, written whole after each record.
+    keep: an earlier run's document at `path` is kept, this one goes to self.path (numbered)."""
 
-    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
-        self.path = path
-        self._target = output_target(path, force)
+    def __init__(self, path: str, doc: dict, force: bool = False, records=(), keep: bool = False):
+        self._target = output_target(path, force, keep)
+        self.path = self._target.path
         self.meta = dict(doc)
         self.records = [json.dumps(r, separators=(",", ":")) for r in records]  # serialised
         self.written = 0                     # records in the file on disk
@@ -127,9 +128,9 @@ class StreamingWriter:
     itself (header only) is replaced just at the start and the end, so a 3-million-record
     run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
 
-    def __init__(self, path: str, doc: dict, force: bool = False, records=()):
-        self.path = path
-        self._target = output_target(path, force)
+    def __init__(self, path: str, doc: dict, force: bool = False, records=(), keep: bool = False):
+        self._target = output_target(path, force, keep)
+        self.path = path = self._target.path       # the records file follows a numbered name
         try:
             # -o is ours (checked and locked): an earlier run's records file beside it goes
             self.stream = RecordStream(path, force=True)
@@ -145,7 +146,7 @@ class StreamingWriter:
             self.append(r)
 
     def _header(self, sync=False):
-        self._target.replace(json.dumps(dict(self.meta, results=[]), indent=1).encode(), sync=sync)
+        write_header(self._target, self.path, dict(self.meta, results=[]), sync=sync)   # full disk: in place
 
     def append(self, record: dict) -> None:
         line = json.dumps(record, separators=(",", ":"))
@@ -158,8 +159,16 @@ class StreamingWriter:
             return
         self.meta.update(status=status, failure=failure, finished=now_iso())
         try:
-            self.stream.close()
+            try:
+                self.stream.close()
+            except OSError as exc:      # a full disk: the header still says how the run ended
+                if status == "ok":
+                    raise disk_full_error(self.stream.path, exc, "") or RunFailed(
+                        f"cannot write records to '{self.stream.path}': {exc.strerror}") from None
             self._header(sync=True)
+        except RunFailed:
+            if status == "ok":
+                raise
         finally:
             self._target.close()
 
@@ -171,25 +180,35 @@ def render(meta: dict, records: list) -> bytes:
     return (head + ',\n "results": [' + body + _TAIL).encode()
 
 
-def output_target(path: str, force: bool = False) -> Target:
+def output_target(path: str, force: bool = False, keep: bool = False) -> Target:
     """-o for rank 0's writer: checked and locked here, or already by the spawner."""
     if os.environ.get(OUTPUT_CLAIMED_ENV) == os.path.abspath(path):
         return Target(path)      # the spawner checked it and holds its lock
-    return claim_output(path, force)
+    return claim_output(path, force, keep)
 
 
-def claim_output(path: str, force: bool = False) -> Target:
+def claim_output(path: str, force: bool = False, keep: bool = False) -> Target:
     """The -o file, checked and locked for this run: UsageError if another run writes it,
     if it is a link, a device or a folder, or (without `force`) a file that is not a
-    comm-bench document (an empty file is fine)."""
+    comm-bench document (an empty file is fine). keep (and no force): a comm-bench
+    document there, or one another run writes now, is kept, and the Target returned is
+    the next free numbered name (its .path: results.1.json, ...)."""
+    keep = keep and not force
     target = Target(path)
     try:
         target.check_replaceable("-o")
+        # locked first, then looked at: what is there cannot change under us
+        taken = not target.lock(busy_ok=keep)
         st = target.lstat()
-        if st is not None and not force and st.st_size > 0 and not _written_by_us(target, st.st_size):
-            raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
-                             "use --force to replace it, or choose another -o")
-        target.lock()
+        if not taken and st is not None and st.st_size > 0:
+            ours = _written_by_us(target, st.st_size)
+            if not ours and not force:
+                raise UsageError(f"-o '{path}' exists and is not a comm-bench results document; "
+                                 "use --force to replace it, or choose another -o")
+            taken = ours and keep
+        if taken:
+            target.close()
+            return claim_next_free(path, siblings=lambda name: [records_path(name)])
     except BaseException:
         target.close()
         raise
@@ -202,7 +221,8 @@ def _written_by_us(target: Target, size: int) -> bool:
     head = target.read_head()
     if not _OURS.match(head):
         return False
-    tail = head if size <= len(head) else target.read_tail()
+    # a --records jsonl header ends in up to 5 KiB of padding (stream.write_header)
+    tail = head if size <= len(head) else target.read_tail(8192)
     return bool(_OURS_TAIL.search(tail))
 
 
@@ -272,7 +292,8 @@ def load(path: str) -> dict:
             raise UsageError(f"'{path}' is not valid JSON ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0][:80]}); is it a comm-bench results file?") from None
         if isinstance(doc, dict) and doc.get("records_file") is not None and doc.get("results") == []:
-            doc["results"] = streamed_records(doc, path, parse_float=_float, parse_constant=_not_a_number)
+            doc["results"] = streamed_records(doc, path, parse_float=_float, parse_constant=_not_a_number,
+                                              object_pairs_hook=_no_repeated_keys(path))
         check_document(doc, path)
     if len(doc["results"]) >= LARGE_READ:
         gc.freeze()      # read once and kept: out of the collector's later scans
@@ -287,6 +308,9 @@ def load_measured(path: str) -> dict:
     if not doc["results"]:
         raise UsageError(f"'{path}' holds no records: nothing to read (the sweep that wrote it "
                          f"finished no size; status {doc.get('status')!r})")
+    from .records import has_figure, no_figures
+    if not any(map(has_figure, doc["results"])):
+        raise no_figures(path, len(doc["results"]))
     return doc
 
 

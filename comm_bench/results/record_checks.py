@@ -29,6 +29,11 @@ MAX_US = 1e10   # ~3 hours for one iteration: beyond any --timeout
 # what one record measured: no two records of a document share all of these (and the buffer)
 RECORD_IDENTITY = ("transport", "op", "mode", "pattern", "size", "dtype", "src", "dst", "root", "round")
 LATENCY_FIGURES = ("min", "max", "avg", "median", "p99", "p999")
+# fields the schema calls "integer": JSON Schema takes 3.0 and 1e300 as integers, the readers
+# do not (a slow pair whose records said "src": 3.0 dropped out of validate and the heatmap)
+INTEGER_FIELDS = ("size", "count", "iters", "warmup", "wrong", "round", "src", "dst", "root")
+NAME_FIELDS = ("transport", "op", "mode", "pattern", "dtype", "redop", "src_host", "dst_host")
+MAX_NAME = 1024     # characters of a name (a host name is at most 253): a 1 MiB one is a damaged document
 
 
 def _short(value) -> str:
@@ -56,6 +61,15 @@ def _latencies_ok(col) -> bool:
                 and ((lo <= med) & (med <= mx)).all())
 
 
+def _whole(v) -> bool:
+    """None or an int written as one (3.0 and 1e300 are floats: not whole numbers here)."""
+    return v is None or v.__class__ is int
+
+
+def _name_ok(v) -> bool:
+    return not isinstance(v, str) or len(v) <= MAX_NAME
+
+
 def _num(v):
     return None if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) else v
 
@@ -67,7 +81,12 @@ class RecordChecker:
 
         self.path, self.dtypes, self.buffer_label = path, DTYPES, buffer_label
         self.n = doc.get("world_size")
+        self._header(doc)
         listed = [r.get("rank") for r in doc.get("ranks") or []]
+        if self.n is not None:
+            beyond = next((r for r in listed if r is not None and r >= self.n), None)
+            if beyond is not None:
+                raise self.bad(f"'ranks' lists rank {beyond}, but the run had {self.n} rank(s)")
         if len(set(listed)) != len(listed):
             rank = next(r for i, r in enumerate(listed) if r in listed[:i])
             raise self.bad(f"rank {rank} appears twice in 'ranks'")
@@ -79,9 +98,63 @@ class RecordChecker:
     def bad(self, what):
         return UsageError(f"'{self.path}' is not a valid comm-bench results document: {what}")
 
+    def _header(self, doc):
+        """The header's whole numbers written as such, its names of a sane length (the schema
+        has checked their types otherwise)."""
+        fields = [("world_size", doc.get("world_size")), ("schema_version", doc.get("schema_version"))]
+        for i, r in enumerate(doc.get("ranks") or []):
+            if isinstance(r, dict):
+                fields += [(f"ranks[{i}].{k}", r.get(k)) for k in ("rank", "local_rank", "pid")]
+                if not _name_ok(r.get("host")):
+                    raise self.bad(f"ranks[{i}].host is {len(r['host']):,} characters long (at most {MAX_NAME})")
+        rdv = doc.get("rendezvous")
+        if isinstance(rdv, dict):
+            fields += [(f"rendezvous.{k}", rdv.get(k)) for k in ("last_rank", "rejected_values")]
+        for i, r in enumerate(doc.get("resumed") or []):
+            if isinstance(r, dict):
+                fields += [(f"resumed[{i}].{k}", r.get(k)) for k in ("records_kept", "restart_count")]
+        err = doc.get("data_error")
+        if isinstance(err, dict):
+            fields.append(("data_error.wrong", err.get("wrong")))
+            for i, e in enumerate(err.get("records") or []):
+                if isinstance(e, dict):
+                    fields += [(f"data_error.records[{i}].{k}", e.get(k)) for k in ("size", "wrong", "src", "dst")]
+        for where, v in fields:
+            if v.__class__ is float:
+                raise self.bad(f"{where} is {v!r}, not a whole number (write it without a decimal point or exponent)")
+        for i, host in enumerate(doc.get("hosts") or []):
+            if not isinstance(host, dict):
+                continue
+            if not _name_ok(host.get("host")):
+                raise self.bad(f"hosts[{i}].host is {len(host['host']):,} characters long (at most {MAX_NAME})")
+            for r in host.get("ranks") or []:
+                if r.__class__ is float:
+                    raise self.bad(f"hosts[{i}].ranks holds {r!r}, not a whole number")
+                if isinstance(r, int) and isinstance(self.n, int) and r >= self.n:
+                    raise self.bad(f"hosts[{i}].ranks lists rank {r}, but the run had {self.n} rank(s)")
+
+    def _types(self, i, rec):
+        """A record's integer fields hold ints, its names are of a sane length."""
+        get = rec.get
+        if float not in set(map(type, map(get, INTEGER_FIELDS))) and "requested_sizes" not in rec and \
+                max(map(len, filter(str.__instancecheck__, map(get, NAME_FIELDS))), default=0) <= MAX_NAME:
+            return      # the usual record, at C speed
+        for key in INTEGER_FIELDS:
+            if get(key).__class__ is float:
+                raise self.bad(f"record {i} (results[{i}].{key}) is {get(key)!r}, not a whole number (write "
+                               "it without a decimal point or exponent)")
+        sizes = get("requested_sizes")
+        if isinstance(sizes, list) and any(v.__class__ is float for v in sizes):
+            raise self.bad(f"record {i} (results[{i}].requested_sizes) holds a number that is not a whole number")
+        for key in NAME_FIELDS:
+            if not _name_ok(get(key)):
+                raise self.bad(f"record {i} (results[{i}].{key}) is {len(get(key)):,} characters long "
+                               f"(at most {MAX_NAME})")
+
     def check(self, i, rec):
         """One record (the schema has checked its types): UsageError naming it, or None."""
         get = rec.get
+        self._types(i, rec)
         src, dst = get("src"), get("dst")
         n = self.n
         if n is not None:
@@ -144,6 +217,17 @@ class RecordChecker:
         try:
             if get("confirm", (None,)).count(None) != len(get("confirm", (None,))):
                 return None
+            for key in INTEGER_FIELDS:      # a float where a whole number belongs: record by record
+                col = get(key)
+                if col is not None and float in set(map(type, col)):
+                    return None
+            if "requested_sizes" in cols:
+                return None
+            for key in NAME_FIELDS:
+                col = get(key)
+                if col is not None and str in set(map(type, col)) and \
+                        max(map(len, filter(str.__instancecheck__, col))) > MAX_NAME:
+                    return None
             ranks = {}
             for key in ("src", "dst", "root"):
                 col = get(key)
@@ -227,9 +311,20 @@ class RecordChecker:
     def _confirm(self, i, conf):
         """Target ranks of the run (the schema has checked their types and that they are >= 0)."""
         t = conf.get("target") or {}
+        for key in ("id", "alt"):
+            if conf.get(key).__class__ is float:
+                raise self.bad(f"record {i} (results[{i}].confirm.{key}) is {conf.get(key)!r}, not a whole number")
+        for key in ("rank", "src", "dst"):
+            if t.get(key).__class__ is float:
+                raise self.bad(f"record {i} (results[{i}].confirm.target.{key}) is {t.get(key)!r}, not a whole number")
         for key in ("rank", "src", "dst"):
             v = t.get(key)
             if v is not None and self.n is not None and v >= self.n:
                 raise self._rank(i, f"confirm.target.{key}", v)
         if t.get("src") is not None and t.get("src") == t.get("dst"):
             raise self.bad(f"record {i} (results[{i}].confirm.target) names a pair from rank {t['src']} to itself")
+        kind = conf.get("kind")
+        if kind == "pair" and "src" not in t or kind == "rank" and "rank" not in t:
+            raise self.bad(f"record {i} (results[{i}].confirm) is of kind {kind!r} but its target is "
+                           f"{_short(t)}: a {kind} target is " + ('{"src": A, "dst": B}' if kind == "pair"
+                                                                  else '{"rank": R}'))

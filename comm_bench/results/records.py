@@ -15,6 +15,48 @@ def number(v):
     return float(v) if math.isfinite(v) else None
 
 
+FIGURES = ("busbw", "algbw", "bw_peak")     # time_us is always there (the schema): not a figure alone
+
+
+def has_figure(rec) -> bool:
+    """A record that measured something: a finite rate, or a latency figure."""
+    if type(rec) is not dict:
+        return False
+    if any(number(rec.get(k)) is not None for k in FIGURES):
+        return True
+    lat = rec.get("latency_us")
+    return type(lat) is dict and any(number(v) is not None for v in lat.values())
+
+
+def no_figures(path: str, count: int):
+    """The one line for a document whose records hold no measured figure (exit 2)."""
+    from ..errors import UsageError
+    return UsageError(f"'{path}' holds {count} record(s) but not one measured figure (every rate and "
+                      "latency is null): nothing to read; was every size of the sweep refused or failed?")
+
+
+def _measured_keys(doc) -> set:
+    return {(r.get("op"), r.get("mode", "bw"), r.get("size")) for r in doc.get("results") or [] if has_figure(r)}
+
+
+def nothing_in_common(docs) -> str | None:
+    """compare's refusal where it would judge nothing: the line naming the first run (after
+    the first) that shares no op, mode and size with a measured figure with the first run,
+    or None. docs: [(name, doc)]."""
+    if len(docs) < 2:
+        return None
+    (first, ref), ref_keys = docs[0], _measured_keys(docs[0][1])
+    for name, doc in docs[1:]:
+        keys = _measured_keys(doc)
+        if not keys & ref_keys:
+            def said(ks):
+                ops = sorted({f"{op}" + ("" if mode == "bw" else f" ({mode})") for op, mode, _ in ks})
+                return ", ".join(map(str, ops[:4])) + (" ..." if len(ops) > 4 else "") or "nothing"
+            return (f"'{name}' shares no op, mode and size with '{first}' ({first}: {said(ref_keys)}; "
+                    f"{name}: {said(keys)}): nothing to compare; compare runs of the same ops and sizes")
+    return None
+
+
 def superseded(rec):
     """Why a record's figure came from a method since found wrong (one line), or None.
     Known by what the record holds: the method that replaced it writes a field the old

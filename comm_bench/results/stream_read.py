@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import pickle
+import re
 import signal
 import stat
 from array import array
@@ -38,8 +39,9 @@ except ImportError:
     _fast_loads = json.loads
 
 from ..errors import UsageError
-from .doclimits import loads_json
+from .doclimits import loads_json, may_hold_unprintable, printable
 from .record_checks import RecordChecker
+from .records import has_figure, no_figures
 from .safefile import MAX_READ
 from . import document as D
 from . import stream
@@ -48,6 +50,7 @@ STREAM_FROM = 64 << 20      # bytes: a document this large is streamed (whole, i
 SPLIT_FROM = 128 << 20      # bytes of records read in two halves at once (two processes)
 MAX_KEPT = 200_000          # records kept whole (~1.5 KB each): confirm, collective, latency...
 MAX_TAKEN = 16_000_000      # records a reader keeps the figures of (~40 bytes each)
+MAX_KEPT_BYTES = 256 << 20  # bytes of record text kept whole (what MAX_KEPT records of ~1.3 KB hold)
 MAX_HEADER = 64 << 20      # bytes before the records: hosts and their topology snapshots
 CHUNK = 4 << 20             # bytes parsed per json.loads: one call per ~10,000 records
 _RESULTS = b' "results": ['
@@ -77,16 +80,20 @@ def read(path: str, consume, stream_from: int | None = None):
         return D.load_measured(path), False
     try:
         return _stream(path, doc, records, reader), True
-    except NotInLayout:
+    except NotInLayout as exc:
         # not one record per line after all (a pretty-printed document): read whole as
-        # before where it is small enough, so load says what is wrong with it, if anything
-        if os.stat(path).st_size > MAX_READ:
-            raise
+        # before where it is small enough, so load says what is wrong with it, if anything.
+        # Never for JSON Lines (one record a line by definition), nor once records were read
+        # in the layout (a damaged line, not another layout): that reads gigabytes to say the same
+        if records.jsonl or exc.after or os.stat(path).st_size > MAX_READ:
+            raise UsageError(str(exc)) from None
         return D.load_measured(path), False
 
 
 class NotInLayout(UsageError):
-    """The text after the header is not one JSON record per line."""
+    """The text after the header is not one JSON record per line. after: records read
+    before it in the layout (so the layout holds, and this is damage)."""
+    after = 0
 
 
 def _stream(path, doc, records, reader):
@@ -103,6 +110,8 @@ def _stream(path, doc, records, reader):
     if not part.count:
         raise UsageError(f"'{path}' holds no records: nothing to read (the sweep that wrote it "
                          f"finished no size; status {doc.get('status')!r})")
+    if not part.figures:
+        raise no_figures(path, part.count)
     doc["results"] = part.kept
     return doc
 
@@ -116,19 +125,31 @@ class _Part:
         self.path, self.doc, self.reader = path, doc, reader
         self.checker = RecordChecker(doc, path, keys=array("q"))
         self.kept, self.taken, self.first, self.count = [], 0, first, 0
+        self.kept_bytes = 0
+        self.figures = False        # a record with a measured figure was read
 
     def read(self, blocks):
+        try:
+            return self._read(blocks)
+        except NotInLayout as exc:
+            exc.after = self.first + self.count
+            raise
+
+    def _read(self, blocks):
         take, take_columns = self.reader.take, getattr(self.reader, "take_columns", None)
         path, kept = self.path, self.kept
-        for recs in _chunks(blocks, path, self.first):
+        for recs, size in _chunks(blocks, path, self.first):
             i = self.first + self.count
             _check_schema(self.doc, recs, i, path)
+            if not self.figures:
+                self.figures = any(map(has_figure, recs))
             cols = columns(recs)
             self.checker.check_batch(i, recs, cols)
             self.count += len(recs)
             if cols is not None and take_columns is not None and take_columns(recs, cols):
                 self.taken += len(recs)
             else:
+                before = len(kept)
                 for rec in recs:
                     if take(rec):
                         self.taken += 1
@@ -136,6 +157,11 @@ class _Part:
                         kept.append(rec)
                 if len(kept) > MAX_KEPT:
                     raise _too_many(path, f"more than {MAX_KEPT:,} records that are not plain pair records")
+                # what is kept, in bytes: its share of the batch's text
+                self.kept_bytes += size * (len(kept) - before) // max(1, len(recs))
+                if self.kept_bytes > MAX_KEPT_BYTES:
+                    raise _too_many(path, f"more than {MAX_KEPT_BYTES >> 20} MiB of records that are not plain "
+                                          "pair records")
             if self.taken > MAX_TAKEN:
                 raise _too_many(path, f"more than {MAX_TAKEN:,} pair records")
         return self
@@ -147,8 +173,13 @@ class _Part:
         self.checker.keys += later.checker.keys
         self.taken += later.taken
         self.count += later.count
+        self.kept_bytes += later.kept_bytes
+        self.figures = self.figures or later.figures
         if len(self.kept) > MAX_KEPT:
             raise _too_many(self.path, f"more than {MAX_KEPT:,} records that are not plain pair records")
+        if self.kept_bytes > MAX_KEPT_BYTES:
+            raise _too_many(self.path, f"more than {MAX_KEPT_BYTES >> 20} MiB of records that are not plain "
+                                       "pair records")
         if self.taken > MAX_TAKEN:
             raise _too_many(self.path, f"more than {MAX_TAKEN:,} pair records")
         return self
@@ -236,18 +267,16 @@ def _source(path, stream_from):
         return None
     # the sweep's --records jsonl: a small header, and its records beside it
     doc = _loads(text, path)
-    if not isinstance(doc, dict) or doc.get("results") != [] or not isinstance(doc.get(stream.KEY), str):
+    if not isinstance(doc, dict) or doc.get("results") != [] or doc.get(stream.KEY) is None:
         return None
+    jsonl = stream.side_path(doc, path)          # a name with a folder part or a NUL byte: refused
+    fd = stream.open_regular(jsonl, path)        # a folder, FIFO, socket, device: refused at once
     try:
-        jsonl = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(doc[stream.KEY]))
-        if os.stat(jsonl).st_size < stream_from:
-            return None
-    except OSError:
-        return None
-    name = doc.get(stream.KEY)
-    stream.check_name(name, path)
-    return doc, _Records(os.path.join(os.path.dirname(os.path.abspath(path)), name), 0, jsonl=True, doc=doc,
-                         of=path)
+        if os.fstat(fd).st_size < stream_from:
+            return None                          # small: load reads it whole, with the same checks
+    finally:
+        os.close(fd)
+    return doc, _Records(jsonl, 0, jsonl=True, doc=doc, of=path)
 
 
 def _header(path):
@@ -292,12 +321,13 @@ class _Records:
 
     def __init__(self, path, start, jsonl, doc, of):
         self.path, self.start, self.jsonl, self.doc, self.of = path, start, jsonl, doc, of
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            raise UsageError(f"'{of}': its records file '{os.path.basename(path)}': {exc.strerror}") from None
+        fd = self._open()
         self.size = os.fstat(fd).st_size - start
         os.close(fd)
+
+    def _open(self):
+        """Only a regular file is read (a FIFO put in its place is refused, never waited on)."""
+        return stream.open_regular(self.path, self.of)
 
     def middle(self):
         """The start of the first line after the middle of the records, or None."""
@@ -310,7 +340,7 @@ class _Records:
     def blocks(self, start=None, stop=None):
         """Blocks of whole record lines from byte start (a line's start) up to stop (the last
         part reads to the end): (the records joined as JSON array items, the block's text)."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = self._open()
         with os.fdopen(fd, "rb") as f:
             f.seek(self.start if start is None else start)
             left = None if stop is None else stop - f.tell()
@@ -322,6 +352,9 @@ class _Records:
                 text = rest + data
                 cut = text.rfind(b"\n") + 1 if data else len(text)
                 text, rest = text[:cut], text[cut:]
+                if len(rest) > stream.MAX_LINE:     # one line past the bound: refused, not gathered
+                    raise stream.too_long(self.of, os.path.basename(self.path),
+                                          f"from byte {f.tell() - len(rest)}")
                 if self.jsonl:
                     if not data and stop is None and text and not text.endswith(b"\n"):
                         text = self._torn(text)
@@ -347,21 +380,20 @@ class _Records:
         last = text.rfind(b"\n") + 1
         try:
             json.loads(text[last:])
-        except ValueError:
+        except (ValueError, RecursionError):
             self.doc["records_dropped"] = 1
             return text[:last]
         return text
 
 
+_CLOSING = re.compile(rb"^[ \t\r\x0b\x0c]*\]", re.MULTILINE)
+
+
 def _closing(text) -> int:
-    """Where the line that closes the records (']' first on its line) starts, or -1."""
-    at = text.find(b"]")
-    while at >= 0:
-        start = text.rfind(b"\n", 0, at) + 1
-        if not text[start:at].strip():
-            return start
-        at = text.find(b"]", at + 1)
-    return -1
+    """Where the line that closes the records (']' first on its line) starts, or -1. One
+    pass over the text (a line of many ']' was quadratic, looking back for each)."""
+    m = _CLOSING.search(text)
+    return -1 if m is None else m.start()
 
 
 def _block(text, jsonl):
@@ -387,7 +419,7 @@ def _chunks(blocks, path, first=0):
     for body, text in blocks:
         recs = _parse(body, text, first, path)
         first += len(recs)
-        yield recs
+        yield recs, len(text)
 
 
 def _parse(body, text, first, path):
@@ -404,7 +436,7 @@ def _parse(body, text, first, path):
             recs = None
         try:
             if type(recs) is list and items.count(b'":') == _keys(recs):
-                return recs
+                return printable(recs) if may_hold_unprintable(items) else recs
         except TypeError:       # not an object where the schema has one: the slow parse says so
             pass
     return [_loads(line, path, f"record {first + k}") for k, line in enumerate(_block_lines(text))]

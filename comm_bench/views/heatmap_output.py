@@ -42,12 +42,18 @@ def make(results, out, by="rank", op=None, interactive=False):
     if by == "switch" or (cells is None and aggregate(doc)):
         return _make_large(doc, out, ext, op, t0)
     data = build(doc, by=by, op=op, cells=cells)
+    measured = int(sum((~_isnan(p["measured"])).sum() for p in data.panels))
+    if not data.panels or not measured:       # a heatmap of nothing is bad input, not "0 panel(s)", exit 0
+        where = f"'{results}'" if isinstance(results, str) else "the results"
+        raise UsageError(f"nothing to draw: {where} holds no pair record with a measured rate"
+                         f"{f' of op {op}' if op else ''} (a heatmap shows pair patterns: sweep with "
+                         "--pattern pairwise)")
     if ext == ".png":
         write_file(out, to_png_bytes(data), "heatmap -o")
     else:
         render_html(data, out, interactive)
     return {"out": out, "cells": data.n, "panels": len(data.panels),
-            "measured_pairs": int(sum((~_isnan(p["measured"])).sum() for p in data.panels)),
+            "measured_pairs": measured,
             "seconds": round(time.monotonic() - t0, 3)}
 
 
