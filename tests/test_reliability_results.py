@@ -32,10 +32,11 @@ def one_line(proc_err):
 
 # ----------------------------------------------------------------------------- one writer per file
 def test_second_sweep_on_the_same_file_is_refused(tmp_path):
+    # (without --force the second run would keep the file and write results.1.json: test_output_keep.py)
     first = sweep_proc(["-o", "results.json", *LONG], tmp_path)
     try:
         wait_for_records(tmp_path / "results.json")
-        second = run_cli("sweep", "--nprocs", "2", *SHORT, cwd=tmp_path, timeout=120)
+        second = run_cli("sweep", "--nprocs", "2", "--force", *SHORT, cwd=tmp_path, timeout=120)
         assert second.returncode == 2, second.stderr
         assert_no_traceback(second)
         assert "being written by another comm-bench run" in one_line(second.stderr)
@@ -48,7 +49,8 @@ def test_second_sweep_on_the_same_file_is_refused(tmp_path):
 
 
 def test_two_sweeps_started_together_one_writes(tmp_path):
-    procs = [sweep_proc(["-o", "results.json", *SHORT], tmp_path) for _ in range(2)]
+    # --force: both want this very file (without it the second takes results.1.json: test_output_keep.py)
+    procs = [sweep_proc(["-o", "results.json", "--force", *SHORT], tmp_path) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], [(p.returncode, e[-500:]) for p, (_, e) in zip(procs, outs)]
@@ -66,8 +68,10 @@ def test_foreign_file_is_kept_unless_forced(tmp_path):
     assert notes.read_text() == "my notes\n"
     run_cli("sweep", "--nprocs", "2", "-o", notes, "--force", *SHORT, cwd=tmp_path, check_rc=0)
     assert load_results(notes)["status"] == "ok"
-    # a comm-bench document (the one just written) and an empty file are replaced without asking
+    # a comm-bench document (the one just written) is kept, the run writing the next numbered
+    # name; an empty file is replaced without asking
     run_cli("sweep", "--nprocs", "2", "-o", notes, *SHORT, cwd=tmp_path, check_rc=0)
+    assert load_results(tmp_path / "notes.1.txt")["status"] == "ok"
     empty = tmp_path / "empty.json"
     empty.write_text("")
     run_cli("sweep", "--nprocs", "2", "-o", empty, *SHORT, cwd=tmp_path, check_rc=0)
@@ -177,7 +181,8 @@ def test_a_run_that_fails_before_writing_leaves_an_older_document_alone(tmp_path
             check_rc=0)
     before = out.read_text()
     assert json.loads(before)["status"] == "ok"
-    proc = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "--no-progress",
+    # --force: the failing runs write this very path (without it they would take r.1.json)
+    proc = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "--no-progress", "--force",
                    "--addr", "192.0.2.1", "--timeout", "20", "-o", out, timeout=120)
     assert proc.returncode in (1, 2), proc.stderr
     assert_no_traceback(proc)
@@ -185,7 +190,7 @@ def test_a_run_that_fails_before_writing_leaves_an_older_document_alone(tmp_path
     assert "results measured before are in" not in proc.stderr
     # interrupted while its ranks are still starting (before rank 0 writes): the same
     proc = subprocess.Popen([COMM_BENCH, "sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64",
-                             "--no-progress", "-o", str(out)], stdout=subprocess.DEVNULL,
+                             "--no-progress", "--force", "-o", str(out)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     children = f"/proc/{proc.pid}/task/{proc.pid}/children"
     deadline = time.monotonic() + 30

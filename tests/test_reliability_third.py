@@ -153,9 +153,10 @@ def test_a_hand_made_tool_field_is_not_a_document_to_replace(tmp_path):
                    "--no-progress", "-o", out, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and "--force" in one_line(proc.stderr)
     assert out.read_text() == '{"tool": "comm-bench"}'
-    for more in (["--force"], []):     # with --force; then a document a run wrote is replaced plainly
+    for more in (["--force"], []):     # with --force; then a document a run wrote is kept (-> r.1.json)
         run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "-n", "2", "--no-progress",
                 "-o", out, *more, cwd=tmp_path, timeout=120, check_rc=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.1.json", "r.json"]
 
 
 # ----------------------------------------------------------------------------- the lock file
@@ -170,8 +171,9 @@ def test_a_lock_left_by_kill_9_is_taken_over(tmp_path):
     parent.kill()
     parent.wait()
     assert (tmp_path / ".r.json.lock").exists()
+    # --force: this very file (without it the killed run's document is kept and r.1.json written)
     proc = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "-n", "2", "--no-progress",
-                   "-o", out, cwd=tmp_path, timeout=120)
+                   "--force", "-o", out, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-800:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
 

@@ -64,9 +64,9 @@ def test_the_check_is_on_by_default(tmp_path):
             "-o", out, timeout=240, check_rc=0)
     doc = load_results(out)
     assert doc["options"]["check"] is True and [r["wrong"] for r in doc["results"]] == [0]
-    # and it sees wrong data without -c
+    # and it sees wrong data without -c (--force: into the same file, not r.1.json)
     p = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "3", "--no-progress",
-                "-o", out, timeout=240, env={"COMM_BENCH_TEST_CORRUPT_TCP": "1"})
+                "--force", "-o", out, timeout=240, env={"COMM_BENCH_TEST_CORRUPT_TCP": "1"})
     assert p.returncode == 1 and [r["wrong"] for r in load_results(out)["results"]] == [1], p.stderr[-1500:]
 
 
@@ -74,7 +74,7 @@ def test_nccl_tests_spellings_of_c(tmp_path):
     out = tmp_path / "r.json"
     for spelling, on in ((["-c", "5"], True), (["-c", "1"], True), (["-c"], True), (["-c", "0"], False)):
         run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "2", *spelling,
-                "--no-progress", "-o", out, timeout=240, check_rc=0)
+                "--no-progress", "--force", "-o", out, timeout=240, check_rc=0)     # one file, replaced
         assert load_results(out)["options"]["check"] is on, spelling
     p = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-c", "yes", "-o", out)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "-c/--check" in p.stderr

@@ -31,7 +31,7 @@ CASES = [("mpi", "all_reduce", "collective"), ("mpi", "sendrecv", "pair"),
 def sweep(cb, transport, op, pattern, buffer, args, out):
     cmd = [cb, "sweep", "-t", transport, "--op", op, "--pattern", pattern, "--buffer", buffer,
            "--nprocs", "2", "-b", args.minbytes, "-e", args.maxbytes, "-f", args.stepfactor,
-           "-n", str(args.iters), "-w", "3", "--no-progress", "-o", out]
+           "-n", str(args.iters), "-w", "3", "--no-progress", "-o", out, "--force"]   # one file, replaced
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")

@@ -37,8 +37,11 @@ from .sweep import _env, _transport_options, launch
               help="validate rules (docs/validate-rules.md).")
 @click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us.")
-@click.option("-o", "--output", default="check.json", envvar=_env("output"), help="Results JSON file.")
-@click.option("--force", is_flag=True, envvar=_env("force"), help="Replace -o even if it is not a results document.")
+@click.option("-o", "--output", default="check.json", envvar=_env("output"),
+              help="Results JSON file. A comm-bench document already there is kept (unless --force): the run "
+                   "writes the next free numbered name (check.1.json, ...) and says so; its last line names the file.")
+@click.option("--force", is_flag=True, envvar=_env("force"),
+              help="Replace -o, whatever it holds (an earlier run's document, or a file that is not one).")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
               help="Seconds before a silent peer counts as dead.")
 @click.option("--addr", default=None, envvar=_env("addr"), help="Address peers reach this rank on.")
@@ -77,7 +80,7 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
         from ..validate.finding_kinds import NothingToCheck, exit_code
         from ..validate.output import format_text, to_json
         try:
-            rep = run(output, rules)
+            rep = run(cfg.output, rules)     # the file written: -o or the numbered name taken
         except NothingToCheck:
             if expect_busbw is None:
                 raise
@@ -87,5 +90,6 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, exp
         click.echo(to_json(rep) if as_json else format_text(rep))
         return exit_code(rep) or code
 
-    code = launch(cfg, nprocs, rank0_done=report)
-    sys.exit(report(code) if code == 0 else code)
+    # launch runs report after the ranks (here or on a launcher's rank 0), then the results line:
+    # on stderr with --json, so that stdout ends with the report
+    sys.exit(launch(cfg, nprocs, rank0_done=report, say_to=sys.stderr if as_json else None))

@@ -8,14 +8,14 @@ import click
 
 from .. import ops as ops_mod
 from .. import registry
-from ..errors import UsageError
+from ..errors import CommBenchError, Interrupted, UsageError
 from ..run.launch import detect
 from ..run.limits import check_host
 from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..schedule import COST, DEFAULT_K
 from ..sizes import size_range
-from ..run.spawn import spawn_local
-from ..run.sweep import SweepConfig, check_resumable, local_run, resolve, run_rank
+from ..run.spawn import own_document, spawn_local
+from ..run.sweep import SweepConfig, check_resumable, local_run, resolve, results_line, run_rank
 
 
 def _env(name):
@@ -84,10 +84,12 @@ def _refuse_foreign_options(ctx, transport, mine):
               help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us "
                    "[default: 2; GPU transports: one per GPU]. Not nccl-tests' -N (run cycles).")
 @click.option("-o", "--output", default="results.json", envvar=_env("output"),
-              help="Results JSON file. nccl-tests' -o is the reduction op: -o sum|prod|max|min|avg "
+              help="Results JSON file. A comm-bench document already there is kept (unless --force or --resume): "
+                   "the run writes the next free numbered name (results.1.json, results.2.json, ...) and says "
+                   "so; its last line names the file. nccl-tests' -o is the reduction op: -o sum|prod|max|min|avg "
                    "is taken as --redop (a file of that name: -o ./sum).")
 @click.option("--force", is_flag=True, envvar=_env("force"),
-              help="Replace -o even if it is not a comm-bench results document.")
+              help="Replace -o, whatever it holds (an earlier run's document, or a file that is not one).")
 @click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
               help="Seconds before a silent peer counts as dead. At start-up the ranks wait "
                    "as long as others keep arriving: the meeting fails only after --timeout "
@@ -147,6 +149,27 @@ def sweep(transport, op_names, minbytes, maxbytes, stepfactor, iters, warmup, ch
     sys.exit(launch(cfg, nprocs))
 
 
+def _ended(run, wrote, cfg, say_to=None) -> int:
+    """run() (the ranks, then check's report), then, when this process wrote (rank 0) or
+    spawned the run that wrote a document, results_line: the very last line, after an
+    error's own line too (which the cli would otherwise print after it)."""
+    error = None
+    try:
+        code = run()
+    except (CommBenchError, Interrupted) as exc:
+        error, code = exc, exc.exit_code
+    if not wrote():
+        if error is not None:
+            raise error
+        return code
+    if error is not None:
+        if os.environ.get("COMM_BENCH_DEBUG"):
+            raise error
+        print(f"comm-bench: {error}", file=sys.stderr, flush=True)    # as cli.main says it
+    results_line(cfg.output, say_to)
+    return code
+
+
 def output_or_redop(output, redop):
     """nccl-tests' `-o sum` names the reduction: (results file, redop). A path (`-o ./sum`,
     `-o sum.json`) stays the results file."""
@@ -160,10 +183,11 @@ def output_or_redop(output, redop):
     return "results.json", output
 
 
-def launch(cfg, nprocs, rank0_done=None):
+def launch(cfg, nprocs, rank0_done=None, say_to=None):
     """Spawn --nprocs local ranks when no launcher started us (returns their exit code), or
     be one rank of the launcher's job (leaves the process; rank0_done(code) -> code runs on
-    rank 0 after a completed run, e.g. check's report)."""
+    rank 0 after a completed run, e.g. check's report). The last line names the file
+    written (results_line, on say_to: stdout unless given)."""
     cls = registry.get(cfg.transport)
     if cfg.confirm:
         from ..validate.rules import load_rules
@@ -176,15 +200,22 @@ def launch(cfg, nprocs, rank0_done=None):
         check_host(cls, max(cfg.sizes), nprocs, nprocs, spawning=True, oversubscribe=cfg.oversubscribe)
         check_resumable(cfg, nprocs)
         with local_run(cfg):
-            return spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
-                               timeout=cfg.timeout, results_path=cfg.output)
+            def spawned_run():
+                code = spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
+                                   timeout=cfg.timeout, results_path=cfg.output)
+                return rank0_done(code) if rank0_done is not None and code == 0 else code
+            return _ended(spawned_run, lambda: own_document(cfg.output) is not None, cfg, say_to)
     if cfg.resume and info.rank == 0:
         from ..run.resume import earlier
         earlier(cfg.output)     # a launcher's rank 0: a hostile document fails before it meets the others
-    code = run_rank(cfg, info)
     spawned = os.environ.get("COMM_BENCH_LAUNCHER") == "spawn"   # our spawner reports instead
-    if rank0_done is not None and info.rank == 0 and code == 0 and not spawned:
-        code = rank0_done(code)
+
+    def rank_run():
+        code = run_rank(cfg, info)
+        if rank0_done is not None and info.rank == 0 and code == 0 and not spawned:
+            code = rank0_done(code)
+        return code
+    code = _ended(rank_run, lambda: info.rank == 0 and cfg.wrote and not spawned, cfg, say_to)
     # A finished rank leaves at once, its results written: the native libraries' finalisers
     # (NCCL, CUDA, torch) have crashed at interpreter exit (SIGSEGV while garbage-collecting,
     # after the last record of a 2-GPU NCCL sweep), which would turn a good run into a failed one.

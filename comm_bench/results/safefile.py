@@ -8,7 +8,8 @@
 - Only regular files are replaced: a link, folder, device, FIFO or socket at the
   target is refused (check_replaceable), so `--html /dev/null` never swaps a device
   node for a file. write_file is the one way every output a user names is written.
-- One writer per target: an flock on `.<name>.lock` beside it (never written to).
+- One writer per target: an flock on `.<name>.lock` beside it (never written to);
+  claim_next_free picks the next free numbered name under that lock (a kept document).
 - Reads are bounded and take regular files only (a FIFO would block for ever).
 """
 from __future__ import annotations
@@ -120,8 +121,9 @@ class Target:
             raise
 
     # -- one writer per target ------------------------------------------------
-    def lock(self) -> None:
-        """Take the target's lock or raise UsageError naming who holds it."""
+    def lock(self, busy_ok: bool = False) -> bool:
+        """Take the target's lock (True), or raise UsageError naming who holds it (busy_ok:
+        return False instead, the caller looking for a free name)."""
         name = f".{self.name}.lock"
         while True:
             try:
@@ -137,15 +139,17 @@ class Target:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                pid = _flock_holder(st)
                 os.close(fd)
+                if busy_ok:
+                    return False
+                pid = _flock_holder(st)
                 raise UsageError(f"'{self.path}' is being written by another comm-bench run"
                                  f"{f' (pid {pid})' if pid else ''}; wait for it or choose another -o") from None
             # the previous holder unlinks the file on release: make sure ours is still the one there
             now = self.lstat(name)
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 self._lock_fd = fd
-                return
+                return True
             os.close(fd)
 
     def unlock(self) -> None:
@@ -163,6 +167,34 @@ class Target:
             self.unlock()
             os.close(self.dfd)
             self.dfd = None
+
+
+NUMBERED_MAX = 9999     # results.1.json .. results.9999.json
+
+
+def numbered(path: str, n: int) -> str:
+    """results.json -> results.N.json (nccl-tests' JSON writer numbers its files so); out -> out.N."""
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.{n}{ext}"
+
+
+def claim_next_free(path: str, siblings=lambda name: ()) -> Target:
+    """The first free numbered name of `path` (results.1.json, results.2.json, ...), locked
+    for this run: nothing of that name, nor of siblings(name) (files a run writes beside
+    it), and no other run holding its lock. The lock is taken before the name is looked
+    at, so two runs started at once never pick the same name."""
+    for n in range(1, NUMBERED_MAX + 1):
+        target = Target(numbered(path, n))
+        try:
+            if target.lock(busy_ok=True) and target.lstat() is None and \
+                    not any(os.path.lexists(p) for p in siblings(target.path)):
+                return target
+        except BaseException:
+            target.close()
+            raise
+        target.close()
+    raise UsageError(f"'{path}' and its numbered names up to {numbered(path, NUMBERED_MAX)} are all taken: "
+                     "choose another -o")
 
 
 def write_file(path: str, data, what: str = "file") -> str:

@@ -172,7 +172,7 @@ def _watch(procs, names, results_path, lines) -> int:
 def _data_error_exit(results_path) -> int:
     """A completed run whose check found wrong values exits 1, its last line saying how many
     values and where (the ranks leave that to us: they would all say it, in no set order)."""
-    doc = _own_document(results_path)
+    doc = own_document(results_path)
     err = doc and doc.get("status") == "ok" and data_error.of_document(doc)
     if not err:
         return 0
@@ -261,9 +261,11 @@ def _signal(num: int) -> str:
         return f"signal {num}"
 
 
-def _own_document(results_path):
+def own_document(results_path):
     """This run's results document, or None: absent, unreadable, or an older run's (a run
-    stopped before rank 0 wrote leaves the previous document at that path as it was)."""
+    stopped before rank 0 wrote leaves the previous document at that path as it was; with
+    --force or --resume only: otherwise results_path is a name this run claimed free).
+    The sweep's closing line names results_path only when this is not None."""
     if not results_path or not os.path.isfile(results_path):
         return None
     try:
@@ -276,7 +278,7 @@ def _own_document(results_path):
 
 def _named(results_path):
     """The failure the run's document names (rank 0 recorded it), if any."""
-    failure = (_own_document(results_path) or {}).get("failure")
+    failure = (own_document(results_path) or {}).get("failure")
     if isinstance(failure, dict) and isinstance(failure.get("rank"), int) and failure["rank"] >= 0:
         return failure
     return None
@@ -284,7 +286,7 @@ def _named(results_path):
 
 def _finalize(results_path, failure, authoritative=False) -> bool:
     """Mark this run's document failed; whether there is one."""
-    if _own_document(results_path) is None:
+    if own_document(results_path) is None:
         return False
     try:
         finalize(results_path, "failed", failure, authoritative=authoritative)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import signal
 import socket
 import sys
@@ -62,7 +64,7 @@ class SweepConfig:
     options: dict = field(default_factory=dict)
     addr: str | None = None
     progress: bool = True
-    force: bool = False          # replace an -o file that is not a comm-bench document
+    force: bool = False          # replace -o whatever it holds (an earlier run's document is kept otherwise)
     oversubscribe: bool = False
     resume: bool = False         # continue an earlier attempt's -o document (resume.py)
     waived: list = field(default_factory=list)  # [{"op", "reason"}]: asked for, cannot run here
@@ -76,6 +78,7 @@ class SweepConfig:
     seed: int = 0                       # their random matchings' seed
     groups: str | None = None           # topology pattern: HOST LEAF [POD] file (groups.py)
     records: str = "inline"             # inline | jsonl (results_stream.py: DOC.records.jsonl)
+    wrote: bool = False                 # rank 0: this run's document is at `output` (results_line)
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -145,7 +148,7 @@ def _check_redop_root(cfg, cls, world_size):
 
 def document_options(cfg: SweepConfig) -> dict:
     """The sweep's settings as its results document records them."""
-    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner")}
+    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner", "wrote")}
     options["transport_options"] = cfg.options
     return options
 
@@ -160,9 +163,12 @@ def check_resumable(cfg: SweepConfig, world_size: int) -> None:
 @contextlib.contextmanager
 def local_run(cfg: SweepConfig):
     """For the spawner: check and lock -o for the whole run (its ranks write under that
-    lock), and hand the ranks a fresh store secret through their environment."""
-    target = claim_output(cfg.output, cfg.force)
-    os.environ[OUTPUT_CLAIMED_ENV] = os.path.abspath(cfg.output)
+    lock; an earlier run's document there is kept, cfg.output becoming the numbered name
+    taken instead), and hand the ranks a fresh store secret through their environment."""
+    target = claim_output(cfg.output, cfg.force, keep=not cfg.resume)
+    say_kept(cfg, target.path)
+    cfg.output = target.path
+    os.environ[OUTPUT_CLAIMED_ENV] = os.path.abspath(cfg.output)   # the ranks write there (claimed_output)
     os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # the ranks write it; the spawner touches only that document
     if not os.environ.get(SECRET_ENV) and not os.environ.get(SECRET_FILE_ENV):
         os.environ[SECRET_ENV] = new_secret()
@@ -172,7 +178,41 @@ def local_run(cfg: SweepConfig):
         target.close()
 
 
+def say_kept(cfg: SweepConfig, chosen: str) -> None:
+    """One line at the start when -o holds another run's document, kept: where this run writes."""
+    if chosen != cfg.output:
+        how = "--force replaces it" + ("" if cfg.runner else ", --resume continues it")
+        print(f"comm-bench: {cfg.output} is another comm-bench run's results, kept: this run writes "
+              f"{chosen} ({how})", file=sys.stderr, flush=True)
+
+
+def claimed_output(path: str) -> str:
+    """The name a rank of this machine's spawner writes: the spawner claimed -o or a numbered
+    name beside it (its ranks re-run the same command line, `-o results.json` included)."""
+    claimed = os.environ.get(OUTPUT_CLAIMED_ENV)
+    if not claimed or os.environ.get("COMM_BENCH_LAUNCHER") != "spawn":
+        return path
+    folder, name = os.path.split(claimed)
+    stem, ext = os.path.splitext(os.path.basename(path))
+    if folder != os.path.dirname(os.path.abspath(path)) or \
+            not re.fullmatch(re.escape(stem) + r"(\.\d+)?" + re.escape(ext), name):
+        return path
+    return os.path.join(os.path.dirname(path), name)
+
+
+def results_line(path: str, stream=None) -> None:
+    """The run's last line: the file it wrote and the command to run next. Print nothing after it."""
+    stream = stream or sys.stdout
+    try:
+        print(f"# results: {path} (next: comm-bench validate {shlex.quote(str(path))})", file=stream, flush=True)
+    except BrokenPipeError:     # `| head -1`: no reader left; the exit's own flush must not fail either
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+
+
 def run_rank(cfg: SweepConfig, info: LaunchInfo) -> int:
+    cfg.output = claimed_output(cfg.output)
     cls = resolve(cfg, info.world_size)
     check_host(cls, max(cfg.sizes), info.world_size, info.local_world_size, spawning=False,
                oversubscribe=cfg.oversubscribe)
@@ -359,11 +399,14 @@ class _RankRun:
             doc = resume.continued(previous, doc, self.kept)
             self.wrong_found = [data_error.entry(r) for r in self.kept if data_error.has_wrong(r)]
         doc["data_error"] = data_error.summary(self.wrong_found)
+        writer = ResultsWriter
         if cfg.records == "jsonl":
-            from ..results.document import StreamingWriter
-            self.writer = StreamingWriter(cfg.output, doc, force=cfg.force, records=self.kept)
-        else:
-            self.writer = ResultsWriter(cfg.output, doc, force=cfg.force, records=self.kept)
+            from ..results.document import StreamingWriter as writer
+        # (rank 0 alone names the file: the other ranks never write it)
+        self.writer = writer(cfg.output, doc, force=cfg.force, records=self.kept, keep=not cfg.resume)
+        say_kept(cfg, self.writer.path)
+        cfg.output, cfg.wrote = self.writer.path, True
+        self.writer.meta["options"] = dict(doc["options"], output=cfg.output)
         self.nhosts = len(hosts)
         rounds = len(self.rounds) if cfg.pattern != "collective" else 1
         self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)
