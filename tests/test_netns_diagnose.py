@@ -124,7 +124,8 @@ def test_check_collective_then_localize(tmp_path):
     assert len(coll) == 1 and coll[0]["busbw"] < 0.08
     assert len(pairs) == N * (N - 1)        # n-1 rounds of n/2 pairs, both directions
     assert any("confirm" in r for r in doc["results"])
-    rep = json.loads(out[out.index("{\n"):])
+    # rank 0's output, stderr joined: the report, then the run's last line (# results: ...)
+    rep = json.JSONDecoder().raw_decode(out[out.index("{\n"):])[0]
     assert [f["kind"] for f in rep["findings"]] == ["bad-host"], explain(rep)
     assert rep["findings"][0]["ranks"] == [6] and addr in rep["findings"][0]["host"]
     assert rep["findings"][0]["confidence"] >= 0.95
