@@ -3,14 +3,12 @@ only when a stated test supports it at a stated confidence; a change the data ca
 support is "within noise" (shown, never a FAIL). Crafted documents for the judgement,
 two real local runs for the false alarm, a shaped namespace link for the real regression."""
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from cbtest import COMM_BENCH, run_cli
+from cbtest import run_cli
 from test_heatmap import make_doc, write
 
 from comm_bench.validate import stats
@@ -178,6 +176,7 @@ def test_two_identical_local_runs_pass(tmp_path):
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 sys.path.insert(0, str(TOOLS))
+import bench_compare_noise  # noqa: E402
 import netns_fabric  # noqa: E402
 
 NS_OK, NS_WHY = netns_fabric.available()
@@ -185,20 +184,9 @@ WIRE = 1514 / 1448     # tc counts whole frames: wire bytes per TCP payload byte
 
 
 def ns_sweep(fab, out):
-    """A tcp pair sweep between the two namespace hosts (one rank each)."""
-    port = 29900 + os.getpid() % 90
-    procs = []
-    for i in range(2):
-        env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                   MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
-        env.pop("COMM_BENCH_DEBUG", None)
-        procs.append(subprocess.Popen([*fab.exec_prefix(i), COMM_BENCH, "sweep", "-t", "tcp", "-b", "1M", "-e", "16M",
-                                       "-o", str(out), "--addr", fab.addr(i), "--no-progress", "--timeout", "60"],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      cwd=str(Path(out).parent)))
-    outs = [p.communicate(timeout=240)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    return json.loads(Path(out).read_text())
+    """A tcp pair sweep between the two namespace hosts (one rank each), 1M-16M: the
+    benchmark's own launcher (tools/bench_compare_noise.py)."""
+    return bench_compare_noise.ns_sweep(fab, Path(out), ("-b", "1M", "-e", "16M"))
 
 
 @pytest.mark.netns

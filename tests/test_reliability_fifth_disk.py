@@ -6,26 +6,15 @@ import os
 
 import pytest
 
-from cbtest import assert_no_traceback, run_cli
 from comm_bench.errors import RunFailed
 from comm_bench.results import document as results
-from test_reliability_results import small_disk  # noqa: F401 - the fixture
+from test_reliability_results import FULL_DISK_ARGS, small_disk, sweep_onto_a_full_disk  # noqa: F401 - fixture
 from test_results import _doc, _record
-
-ARGS = ["--nprocs", "2", "-t", "tcp", "--pattern", "pairwise", "-n", "3", "-w", "0", "--no-progress",
-        "--records", "jsonl"]
 
 
 def test_sweep_with_records_jsonl_on_a_full_disk_says_so(tmp_path, small_disk):  # noqa: F811
     """Before: exit 70 (an OSError from the append) and the header left "running"."""
-    probe = tmp_path / "probe.json"
-    run_cli("sweep", *ARGS, "-b", "8", "-e", "8", "-o", probe, cwd=tmp_path, check_rc=0)
-    mnt = small_disk((2 * probe.stat().st_size + (8 << 10)) // 4096 * 4 + 4)
-    out = mnt / "r.json"
-    proc = run_cli("sweep", *ARGS, "-b", "8", "-e", "64M", "-o", out, cwd=tmp_path, timeout=300)
-    assert proc.returncode == 1, (proc.stdout[-1000:], proc.stderr[-2000:])
-    assert_no_traceback(proc)
-    assert "internal error" not in proc.stderr
+    mnt, out, proc = sweep_onto_a_full_disk(tmp_path, small_disk, FULL_DISK_ARGS + ["--records", "jsonl"])
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"the file system at {mnt} (tmpfs" in lines[0] and "is full" in lines[0], \
         proc.stderr

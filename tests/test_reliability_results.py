@@ -137,17 +137,25 @@ def test_full_disk_keeps_the_last_valid_document(small_disk):
     assert [n for n in os.listdir(small_disk)] == ["r.json"]
 
 
-def test_sweep_on_a_full_disk_says_so(tmp_path, small_disk):
-    args = ["--nprocs", "2", "-t", "tcp", "--pattern", "pairwise", "-n", "3", "-w", "0", "--no-progress"]
-    # room for two copies of the header and 2 records (this host's header: topology etc.)
+FULL_DISK_ARGS = ["--nprocs", "2", "-t", "tcp", "--pattern", "pairwise", "-n", "3", "-w", "0", "--no-progress"]
+
+
+def sweep_onto_a_full_disk(tmp_path, small_disk, args=FULL_DISK_ARGS):
+    """(mount, output path, the finished run) of a sweep whose output file system has room
+    for two copies of this host's header and 2 records: it fills during the run."""
     probe = tmp_path / "probe.json"
     run_cli("sweep", *args, "-b", "8", "-e", "8", "-o", probe, cwd=tmp_path, check_rc=0)
-    small_disk = small_disk((2 * probe.stat().st_size + (8 << 10)) // 4096 * 4 + 4)
-    out = small_disk / "r.json"
+    mnt = small_disk((2 * probe.stat().st_size + (8 << 10)) // 4096 * 4 + 4)
+    out = mnt / "r.json"
     proc = run_cli("sweep", *args, "-b", "8", "-e", "64M", "-o", out, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, (proc.stdout[-1000:], proc.stderr[-2000:])
     assert_no_traceback(proc)
     assert "internal error" not in proc.stderr
+    return mnt, out, proc
+
+
+def test_sweep_on_a_full_disk_says_so(tmp_path, small_disk):
+    small_disk, out, proc = sweep_onto_a_full_disk(tmp_path, small_disk)
     named = [ln for ln in proc.stderr.splitlines() if f"the file system at {small_disk} (tmpfs" in ln]
     assert named and "is full" in named[0], proc.stderr
     doc = results.load(str(out))

@@ -9,9 +9,11 @@
    base rate (tc tbf, --rate), a tcp pair sweep; the same again (identical: goal PASS);
    then the link shaped to 80% of the busbw the base run measured (goal: FAIL), --trials times.
 3. --unshaped: the same with the link unshaped for the base runs (CPU-bound tcp here).
+4. --repeats R: in 2 and 3 each side is R runs, compared with `compare --repeats R`
+   (the row test then sees the between-run spread); --local-repeats R the same in 1.
 
     python tools/bench_compare_noise.py [--pairs 20] [--trials 5] [--rate 2gbit] [--unshaped]
-        [--json out.json] [--keep DIR]
+        [--repeats R] [--local-repeats R] [--skip-local] [--skip-shaped] [--json out.json] [--keep DIR]
 
 Needs root + iproute2 for 2 and 3 (skipped with a line otherwise). Only the namespaces it
 makes are used; they are deleted at the end, also on failure.
@@ -39,10 +41,11 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def compare(a, b):
+def compare(a, b, repeats=1):
     """(exit code, compare's JSON, what the old fixed-tolerance rule said: any judged row
-    more than 10% worse = FAIL)."""
-    p = sh([CB, "compare", str(a), str(b), "--json"], timeout=120)
+    more than 10% worse = FAIL). a, b: a file each, or lists of repeats."""
+    files = [str(f) for side in (a, b) for f in (side if isinstance(side, list) else [side])]
+    p = sh([CB, "compare", *files, "--json", "--repeats", str(repeats)], timeout=120)
     out = json.loads(p.stdout)
     old_fail = any(c and c["busbw"] is not None and c["busbw"] < -out["tolerance"] and r["size"] >= JUDGED
                    for r in out["rows"] for c in r["change"][:1])
@@ -79,16 +82,17 @@ def noise_figures(docs):
             "runs_shifted_20pct": sum(e < math.log(0.8) for e in effect), "runs": n}
 
 
-def local_pairs(n, work):
+def local_pairs(n, work, repeats=1):
+    """n pairs of identical quick-start runs (each side `repeats` runs), each compared."""
     runs, pairs = [], []
     for i in range(n):
-        files = [work / f"local{i}{x}.json" for x in "ab"]
-        for f in files:
+        files = [[work / f"local{i}{x}{k}.json" for k in range(repeats)] for x in "ab"]
+        for f in files[0] + files[1]:
             p = sh([CB, "sweep", "--nprocs", "2", "-c", "-o", str(f), "--force", "--no-progress"], timeout=300)
             if p.returncode != 0:
                 raise SystemExit(f"sweep failed: {p.stdout[-500:]}{p.stderr[-500:]}")
             runs.append(json.loads(f.read_text()))
-        rc, out, old = compare(*files)
+        rc, out, old = compare(*files, repeats=repeats)
         s = out["summary"][0]
         pairs.append({"rc": rc, "old_fail": old, "worse": s["worse"], "noise": s["noise"],
                       "worst": s["worst"] and {k: s["worst"][k] for k in ("size", "change", "verdict", "confidence")}})
@@ -111,14 +115,16 @@ def tbf(fab, rate):
                 raise SystemExit(f"tc: {p.stderr.strip()}")
 
 
-def ns_sweep(fab, out):
-    """A tcp pair sweep, default sizes and iterations, one rank per namespace host."""
+def ns_sweep(fab, out, extra=()):
+    """A tcp pair sweep, one rank per namespace host: default sizes and iterations, or
+    `extra` sweep options (tests/test_compare_noise.py sweeps 1M-16M)."""
     port = 29700 + os.getpid() % 200
     procs = []
     for i in range(2):
         env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                    MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([*fab.exec_prefix(i), CB, "sweep", "-t", "tcp", "-o", str(out), "--force",
+        env.pop("COMM_BENCH_DEBUG", None)
+        procs.append(subprocess.Popen([*fab.exec_prefix(i), CB, "sweep", "-t", "tcp", *extra, "-o", str(out), "--force",
                                        "--addr", fab.addr(i), "--no-progress", "--timeout", "60"], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(out.parent)))
     outs = [p.communicate(timeout=600)[0] for p in procs]
@@ -127,21 +133,25 @@ def ns_sweep(fab, out):
     return json.loads(out.read_text())
 
 
-def link_trials(trials, rate, work, label):
-    """Per trial: base run, the same again, then 80% of what the base measured."""
+def link_trials(trials, rate, work, label, repeats=1):
+    """Per trial: base run(s), the same again, then 80% of what the first base run
+    measured; with repeats the three interleaved (base, again, slow, base, ...) so that a
+    change of load on the machine falls on every side alike."""
     out = []
     with netns_fabric.Fabric(2, prefix="cbnoise", subnet="10.77.139") as fab:
         for t in range(trials):
-            tbf(fab, rate)
-            files = {k: work / f"{label}{t}{k}.json" for k in ("base", "again", "slow")}
-            base = ns_sweep(fab, files["base"])
-            ns_sweep(fab, files["again"])
-            measured = statistics.median(r["busbw"] for r in judged(base))       # GB/s of TCP payload
-            slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
-            tbf(fab, slow_rate)
-            ns_sweep(fab, files["slow"])
-            rc_slow, cmp_slow, old_slow = compare(files["base"], files["slow"])
-            rc_same, cmp_same, old_same = compare(files["base"], files["again"])
+            files = {k: [work / f"{label}{t}{k}{i}.json" for i in range(repeats)] for k in ("base", "again", "slow")}
+            for i in range(repeats):
+                tbf(fab, rate)
+                base = ns_sweep(fab, files["base"][i])
+                ns_sweep(fab, files["again"][i])
+                if i == 0:
+                    measured = statistics.median(r["busbw"] for r in judged(base))       # GB/s of TCP payload
+                    slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
+                tbf(fab, slow_rate)
+                ns_sweep(fab, files["slow"][i])
+            rc_slow, cmp_slow, old_slow = compare(files["base"], files["slow"], repeats)
+            rc_same, cmp_same, old_same = compare(files["base"], files["again"], repeats)
             ratio = statistics.median(1 + r["change"][0]["busbw"] for r in cmp_slow["rows"] if r["size"] >= JUDGED)
             s, a = cmp_slow["summary"][0], cmp_same["summary"][0]
             out.append({"base_gbs": measured, "slow_rate": slow_rate, "slow_ratio": ratio, "slow_rc": rc_slow,
@@ -159,35 +169,43 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--rate", default="2gbit", help="the namespace link's base rate (tc tbf)")
     ap.add_argument("--unshaped", action="store_true", help="also trials with the base runs unshaped")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per side in the link trials (compare --repeats)")
+    ap.add_argument("--skip-local", action="store_true", help="skip 1 (the identical local pairs)")
+    ap.add_argument("--skip-shaped", action="store_true", help="skip 2 (the link shaped for the base runs)")
+    ap.add_argument("--local-repeats", type=int, default=1, help="runs per side in 1 (compare --repeats)")
     ap.add_argument("--json", dest="json_out", help="write every figure here")
     ap.add_argument("--keep", help="keep the results documents in this folder")
     a = ap.parse_args()
     work = Path(a.keep or tempfile.mkdtemp(prefix="cbnoise-"))
     work.mkdir(parents=True, exist_ok=True)
     report = {"command": sys.argv}
-    print(f"# 1. identical local runs: {a.pairs} pairs of `comm-bench sweep --nprocs 2 -c`")
-    pairs, noise = local_pairs(a.pairs, work)
-    report.update(local_pairs=pairs, noise=noise)
-    print(f"  compare exit 0: {sum(p['rc'] == 0 for p in pairs)} of {len(pairs)} "
-          f"(old fixed-10% rule: {sum(not p['old_fail'] for p in pairs)} of {len(pairs)})")
-    print("  size  busbw(median, min-max GB/s)  between-run sd(log)  per-iteration cv  its standard error")
-    for r in noise["sizes"]:
-        print(f"  {r['size'] >> 20:3}M  {r['busbw_median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
-              f"  {r['between_sd_log']:.3f}  {r['within_cv']:.3f}  {r['within_se']:.3f}")
-    print(f"  run effect sd {noise['run_effect_sd']:.3f}, per-size residual sd {noise['residual_sd']:.3f}, "
-          f"runs >20% slow overall: {noise['runs_shifted_20pct']} of {noise['runs']}")
+    if not a.skip_local:
+        print(f"# 1. identical local runs: {a.pairs} pairs of `comm-bench sweep --nprocs 2 -c`, "
+              f"{a.local_repeats} run(s) a side")
+        pairs, noise = local_pairs(a.pairs, work, a.local_repeats)
+        report.update(local_pairs=pairs, noise=noise)
+        print(f"  compare exit 0: {sum(p['rc'] == 0 for p in pairs)} of {len(pairs)} "
+              f"(old fixed-10% rule: {sum(not p['old_fail'] for p in pairs)} of {len(pairs)})")
+        print("  size  busbw(median, min-max GB/s)  between-run sd(log)  per-iteration cv  its standard error")
+        for r in noise["sizes"]:
+            print(f"  {r['size'] >> 20:3}M  {r['busbw_median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
+                  f"  {r['between_sd_log']:.3f}  {r['within_cv']:.3f}  {r['within_se']:.3f}")
+        print(f"  run effect sd {noise['run_effect_sd']:.3f}, per-size residual sd {noise['residual_sd']:.3f}, "
+              f"runs >20% slow overall: {noise['runs_shifted_20pct']} of {noise['runs']}")
     ok, why = netns_fabric.available()
     if not ok:
         print(f"# 2. namespace link: skipped ({why})")
     else:
-        print(f"# 2. a namespace link at {a.rate}, then at 80% of what it measured: {a.trials} trials")
-        report["link"] = link_trials(a.trials, a.rate, work, "shaped")
-        t = report["link"]
-        print(f"  FAIL (exit 1) at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; "
-              f"the same rate again PASS (exit 0): {sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
+        if not a.skip_shaped:
+            print(f"# 2. a namespace link at {a.rate}, then at 80% of what it measured: {a.trials} trials, "
+                  f"{a.repeats} run(s) a side")
+            report["link"] = t = link_trials(a.trials, a.rate, work, "shaped", a.repeats)
+            print(f"  FAIL (exit 1) at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; "
+                  f"the same rate again PASS (exit 0): {sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
         if a.unshaped:
-            print(f"# 3. the namespace link unshaped, then at 80% of what it measured: {a.trials} trials")
-            report["unshaped"] = t = link_trials(a.trials, None, work, "unshaped")
+            print(f"# 3. the namespace link unshaped, then at 80% of what it measured: {a.trials} trials, "
+                  f"{a.repeats} run(s) a side")
+            report["unshaped"] = t = link_trials(a.trials, None, work, "unshaped", a.repeats)
             print(f"  FAIL at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; unshaped again PASS: "
                   f"{sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
     if a.json_out:

@@ -23,9 +23,13 @@ from ..validate.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
                    "the op's sizes both put it beyond --tolerance at this confidence; else within noise.")
 @click.option("--min-size", default="1M", show_default=True,
               help="Bandwidth rows below this size are shown, not judged (they measure latency).")
+@click.option("--repeats", default=1, type=click.IntRange(1, 1000), show_default=True,
+              help="The files are runs of N repeats each, in order (compare --repeats 5 a*.json b*.json: "
+                   "A = the first 5): the row test then uses the spread between repeats, which one run's "
+                   "iterations cannot show (a whole run shifted by the scheduler).")
 @click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
 @click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
-def compare(results, as_json, html_out, tolerance, confidence, min_size, ops, sizes):
+def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats, ops, sizes):
     """Per op, mode and size: busbw, median and p99 latency of every run (medians over
     pairs) and their change from the first run, marked better / worse beyond --tolerance
     where the data support it at --confidence, "noise" where they do not.
@@ -46,10 +50,18 @@ def compare(results, as_json, html_out, tolerance, confidence, min_size, ops, si
     common = nothing_in_common(docs)
     if common:          # nothing judged is no PASS
         raise UsageError(common)
-    out = run(docs, tolerance, parse_size(min_size, "--min-size"), confidence)
+    if len(docs) % repeats:
+        raise UsageError(f"--repeats {repeats}: {len(docs)} files do not make whole runs of {repeats}")
+    groups = [(_group_name([n for n, _ in docs[i:i + repeats]]), [d for _, d in docs[i:i + repeats]])
+              for i in range(0, len(docs), repeats)]
+    out = run(groups if repeats > 1 else docs, tolerance, parse_size(min_size, "--min-size"), confidence)
     click.echo(json.dumps(out, indent=1) if as_json else format_text(out))
     if html_out:
         from ..views.interactive import write_compare_page
-        write_compare_page(docs, out, html_out)
+        write_compare_page([(n, g[0]) for n, g in groups], out, html_out)   # curves: each run's first repeat
         click.echo(f"# interactive page written to {html_out}", err=True)
     sys.exit(1 if out["status"] == "fail" else 0)
+
+
+def _group_name(names):
+    return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"

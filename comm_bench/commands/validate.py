@@ -12,8 +12,9 @@ import click
 @click.option("--junit", default=None, type=click.Path(dir_okay=False),
               help="Also write a JUnit XML report (a test case per check and per host).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--baseline", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_BASELINE",
-              help="Results of an earlier run: a figure worse than there by more than --tolerance is a finding.")
+@click.option("--baseline", multiple=True, type=click.Path(dir_okay=False), envvar="COMM_BENCH_BASELINE",
+              help="Results of an earlier run: a figure worse than there by more than --tolerance is a finding. "
+                   "Give it several times for repeats of the earlier run: their spread is then the noise.")
 @click.option("--tolerance", default=0.10, type=click.FloatRange(0, 10), show_default=True,
               help="Allowed relative regression against --baseline (0.10 = 10%).")
 @click.option("--drain-list", default=None, type=click.Path(dir_okay=False),
@@ -45,7 +46,7 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
     rules = load_rules(rules)
     # a baseline compares records one by one: both documents are then read whole
     doc, pairs = (load_results(results), None) if baseline else read(results)
-    base = load_results(baseline) if baseline else None
+    base = [load_results(b) for b in baseline] or None
     try:
         report = check(doc, rules, pairs)
     except NothingToCheck:
@@ -55,9 +56,10 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
     lines = []
     if base is not None:
         from ..validate.baseline import apply
-        lines.append(apply(report, doc, base, os.path.basename(baseline), tolerance, rules["min_size"]))
+        names = ", ".join(os.path.basename(b) for b in baseline)
+        lines.append(apply(report, doc, base, names, tolerance, rules["min_size"]))
         if not report["checked"]["baseline"]["compared"]:
-            raise UsageError(f"--baseline {baseline}: no op, mode and size in common with {results} "
+            raise UsageError(f"--baseline {names}: no op, mode and size in common with {results} "
                              f"(bandwidth sizes from {rules['min_size']} up)")
     rows = write_outputs(report, doc, junit, drain_list, prom_out)
     click.echo(to_json(report) if as_json else "\n".join(lines + [format_text(report)]))

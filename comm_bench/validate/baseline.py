@@ -11,7 +11,7 @@ beyond the tolerance that the tests do not support is "within noise": listed, no
 """
 from __future__ import annotations
 
-from .compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, judge, judged_figure, summarise
+from .compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, judge, judged_figure, summarise, summarise_group
 from ..sizes import human_size
 from .finding_kinds import finding, status
 from .rules import parse_size
@@ -26,10 +26,10 @@ def _what(key, now, old, c):
 
 
 def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M", confidence=DEFAULT_CONFIDENCE):
-    """(findings, compared, within_noise, notes): findings for figures worse than base by
-    more than tolerance at the confidence; within_noise: the changes beyond the tolerance
-    (either way) that the tests do not support."""
-    now, old = summarise(doc, samples=True), summarise(base, samples=True)
+    """(findings, compared, within_noise, notes): findings for figures worse than base (a
+    document, or a list of repeats of one run) by more than tolerance at the confidence;
+    within_noise: the changes beyond the tolerance (either way) that the tests do not support."""
+    now, old = summarise(doc, samples=True), summarise_group(base if isinstance(base, list) else [base])
     rows, notes = judge(old, now, tolerance, parse_size(min_size), confidence)
     findings, noise = [], []
     for key in sorted(rows, key=lambda k: (str(k[0]), k[1], k[2], k[3])):
@@ -56,7 +56,8 @@ def apply(report, doc, base, base_name, tolerance, min_size, confidence=DEFAULT_
     report["findings"] += findings
     report["status"] = status(report)
     report.setdefault("checked", {})["baseline"] = {
-        "file": base_name, "compared": compared, "tolerance": tolerance, "confidence": confidence,
+        "file": base_name, "repeats": len(base) if isinstance(base, list) else 1, "compared": compared,
+        "tolerance": tolerance, "confidence": confidence,
         "regressions": len(findings), "within_noise": noise, "notes": notes,
         "test": "worse = the row's test (Welch's t on log figures; rank-sum over records where both runs have "
                 "3+) and a signed-rank test over the op's judged sizes both reject 'within the tolerance' at the "

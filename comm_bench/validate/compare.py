@@ -16,6 +16,11 @@ the confidence asked (an intersection-union test: its error rate is at most 1 - 
   (a whole run shifted by the scheduler: 15-27% sd of busbw) than one run's iterations
   suggest (5-11% standard error), so the row test alone calls them different; such
   shifts hit sizes unevenly, while a slower link is slower at every bandwidth-bound size.
+With repeats (`compare --repeats N`, several `validate --baseline` files) a run is a
+group of documents: its figure is the geometric mean of theirs, and the row test is
+Welch's t over the repeats' log figures (one side a single run: a t-test with the
+repeated side's spread for both), which sees the between-run noise that one run's
+iterations cannot.
 A change beyond the tolerance that the tests do not support is "noise" (within noise):
 shown, never a failure. `compare` exits 1 when any later run is worse somewhere (a gate).
 docs/benchmarks/compare-noise.md has the measurements behind this.
@@ -27,7 +32,7 @@ import statistics
 
 from ..results.records import buffer_label, measured_gbs
 from ..sizes import human_size
-from .stats import rank_sum_p, signed_rank_p, welch_below_p
+from .stats import rank_sum_p, signed_rank_p, t_cdf, welch_below_p
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}
@@ -36,7 +41,9 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MIN_SIZE = 1 << 20    # validate's rules min_size: bandwidth rows below it are not judged
 RANK_SUM_MIN = 3              # records per run for the rank-sum row test: 3 + 3 can reach p = 0.05
 TEST = {"row": "one-sided Welch t-test on log figures (standard error: per-iteration stdev/avg/sqrt(iters)); "
-               f"Wilcoxon rank-sum over the records' figures where both runs have {RANK_SUM_MIN}+ records",
+               f"Wilcoxon rank-sum over the records' figures where both runs have {RANK_SUM_MIN}+ records; "
+               "with repeats, Welch's t over the repeats' log figures (one side a single run: Student's t "
+               "with the repeated side's spread)",
         "series": "one-sided Wilcoxon signed-rank test over the log ratios of every judged size of the "
                   "row's op, mode and buffer",
         "rule": "worse (better) = both tests reject 'the change is within the tolerance' (one-sided, in "
@@ -100,6 +107,47 @@ def summarise(doc, samples=False):
     return out
 
 
+def summarise_group(docs):
+    """summarise() of one run given as repeats (a list of documents): per row present in
+    every repeat, each figure the geometric mean of the repeats' figures, "repeat_logs"
+    the judged figure's log per repeat, "repeats" their number. A single document:
+    summarise(doc, samples=True)."""
+    if len(docs) == 1:
+        return summarise(docs[0], samples=True)
+    sums = [summarise(d, samples=True) for d in docs]
+    out = {}
+    for key in set(sums[0]).intersection(*sums[1:]):
+        rows = [s[key] for s in sums]
+
+        def gmean(fig):
+            vals = [r[fig] for r in rows]
+            return math.exp(statistics.fmean(math.log(v) for v in vals)) if all(v and v > 0 for v in vals) else None
+        fig = judged_figure(key[1])
+        out[key] = {"busbw": gmean("busbw"), "p50_us": gmean("p50_us"), "p99_us": gmean("p99_us"),
+                    "records": sum(r["records"] for r in rows), "se_log": None, "df": None,
+                    "repeats": len(rows),
+                    "repeat_logs": [math.log(r[fig]) for r in rows if r[fig] and r[fig] > 0]}
+    return out
+
+
+def repeats_below_p(a_logs, b_logs, margin):
+    """One-sided p that b's mean log figure less margin lies below a's, from repeats:
+    Welch's t where both sides have 2+, Student's t with the repeated side's spread for
+    both (n - 1 df) where one side is a single run; None where neither has 2."""
+    na, nb = len(a_logs), len(b_logs)
+    if max(na, nb) < 2 or min(na, nb) < 1:
+        return None
+    ma, mb = statistics.fmean(a_logs), statistics.fmean(b_logs) - margin
+    sda = statistics.stdev(a_logs) if na >= 2 else None
+    sdb = statistics.stdev(b_logs) if nb >= 2 else None
+    floor = 1e-6                 # identical repeats: a spread of 0 would make any change certain
+    if sda is not None and sdb is not None:
+        return welch_below_p(ma, max(sda, floor) / math.sqrt(na), na - 1, mb, max(sdb, floor) / math.sqrt(nb), nb - 1)
+    sd, n = (sda, na) if sda is not None else (sdb, nb)
+    se = max(sd, floor) * math.sqrt(1 / na + 1 / nb)
+    return t_cdf((mb - ma) / se, n - 1)
+
+
 def change(new, old):
     """Relative change (new - old) / old, or None."""
     if new is None or old is None or old == 0:
@@ -117,6 +165,12 @@ def _margins(tolerance, higher_is_better):
 def _row_p(old, new, sign, margin):
     """The row's own test: (name, p) for "new's log gain over old is below margin"
     (sign: +1 when a higher figure is better)."""
+    ro, rn = old.get("repeat_logs") or [], new.get("repeat_logs") or []
+    if max(len(ro), len(rn)) >= 2:      # repeats: their spread is the between-run noise
+        fig = "busbw" if sign > 0 else "p50_us"
+        ro = [sign * x for x in ro] or [sign * math.log(old[fig])]
+        rn = [sign * x for x in rn] or [sign * math.log(new[fig])]
+        return "repeats-welch-log", repeats_below_p(ro, rn, margin)
     vo, vn = old.get("values") or [], new.get("values") or []
     if len(vo) >= RANK_SUM_MIN and len(vn) >= RANK_SUM_MIN:
         return "rank-sum", rank_sum_p([sign * math.log(v) for v in vo], [sign * math.log(v) - margin for v in vn])
@@ -189,11 +243,12 @@ def _round(p):
 
 
 def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, confidence=DEFAULT_CONFIDENCE):
-    """[(name, doc)] -> {"runs": [{name, transport, world_size}], "rows": [{op, mode, size,
+    """[(name, doc or [repeats' docs])] -> {"runs": [{name, transport, world_size, repeats}], "rows": [{op, mode, size,
     runs: [figures or None], change: [{figure: relative change vs the first run, "verdict",
     "confidence", "p_row", "p_series", "row_test"}]}], "summary": [per later run: {better,
     worse, same, noise, worst, notes}], "confidence", "test", "status": pass | fail}"""
-    sums = [summarise(doc, samples=True) for _, doc in named_docs]
+    groups = [doc if isinstance(doc, list) else [doc] for _, doc in named_docs]
+    sums = [summarise_group(g) for g in groups]
     judged = [judge(sums[0], s, tolerance, min_size, confidence) for s in sums[1:]]
     keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
     rows = []
@@ -205,8 +260,8 @@ def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, 
                                 dict({k: change(f[k], base[k]) for k in FIGURES},
                                      **{k: v for k, v in j[0].get(key, {"verdict": None}).items() if k != "change"})
                                 for f, j in zip(figs[1:], judged)]})
-    runs = [{"name": name, "transport": doc.get("transport"), "world_size": doc.get("world_size")}
-            for name, doc in named_docs]
+    runs = [{"name": name, "transport": g[0].get("transport"), "world_size": g[0].get("world_size"),
+             "repeats": len(g)} for (name, _), g in zip(named_docs, groups)]
     summary = [dict(_summary(rows, i), notes=j[1]) for i, j in enumerate(judged)]
     return {"runs": runs, "rows": rows, "tolerance": tolerance, "min_size": min_size, "confidence": confidence,
             "test": TEST, "summary": summary, "status": "fail" if any(s["worse"] for s in summary) else "pass"}
@@ -268,7 +323,8 @@ def row_cells(row, specs=(".3f", ".2f", ".2f")):
 def format_text(result):
     runs = result["runs"]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
-    lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks)"
+    lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks"
+                                       + (f", {r['repeats']} repeats: geometric means)" if r.get("repeats", 1) > 1 else ")")
                                        for x, r in zip(letters, runs))
              + ("; change = (X - A) / A" if len(runs) > 1 else "")]
     widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9, 6, 7] if i else []))]
@@ -293,10 +349,13 @@ def summary_lines(result, letters):
         out.append(f"# {x} vs {letters[0]}: {s['worse']} worse, {s['better']} better, {s['same']} within {tol:g}%, "
                    f"{s['noise']} within noise (busbw from {floor}, median latency of lat rows){worst}")
         out += [f"# {x} vs {letters[0]}: note: {n}" for n in s["notes"]]
-    out.append(f"# test: worse or better = beyond {tol:g}% at confidence {conf:g} by both the row's test (Welch's t "
-               f"on log figures with each run's per-iteration spread; rank-sum over the records where each run has "
-               f"{RANK_SUM_MIN}+) and a signed-rank test over the op's judged sizes; beyond {tol:g}% without that "
-               f"support = within noise")
+    row = ("Welch's t over the repeats' log figures, the between-run spread"
+           if any(r.get("repeats", 1) > 1 for r in result["runs"]) else
+           f"Welch's t on log figures with each run's per-iteration spread; rank-sum over the records where each "
+           f"run has {RANK_SUM_MIN}+")
+    out.append(f"# test: worse or better = beyond {tol:g}% at confidence {conf:g} by both the row's test ({row}) "
+               f"and a signed-rank test over the op's judged sizes; beyond {tol:g}% without that support = within "
+               f"noise")
     worse = [x for x, s in zip(letters[1:], result["summary"]) if s["worse"]]
     out.append(f"# verdict: FAIL: {', '.join(worse)} worse than {letters[0]} beyond {tol:g}% at confidence {conf:g}"
                if worse else

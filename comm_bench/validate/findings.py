@@ -83,7 +83,8 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     # one verdict: after a confirm phase, what it did not confirm is unconfirmed (exit 3), not a
     # finding; a switch port or a named end that explains pairs has taken them in above
     unconfirmed = [f for f in out if needs_confirming(f)] if confirm_phase_ran(doc) else []
-    out = [f for f in out if not any(f is u for u in unconfirmed)]
+    held_back = {id(u) for u in unconfirmed}
+    out = [f for f in out if id(f) not in held_back]
     diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
                  "withdrawn": withdrawn, "fabric": placed, "unconfirmed_findings": unconfirmed}
     if not confirm_recs and table is not None:
