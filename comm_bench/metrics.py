@@ -1,4 +1,4 @@
-"""From per-iteration times to a results record (definitions in shared/DESIGN.md)."""
+"""From per-iteration times to a results record (definitions: docs/internal-contracts.md)."""
 from __future__ import annotations
 
 from . import ops as ops_mod

@@ -4,7 +4,7 @@ Each op supplies only what differs between ops (nccl-tests' pattern): how the
 size column S relates to per-rank buffers, its bus factor, and the data check.
 Formulas live here, never in a transport.
 
-    algbw = S / t;  busbw = algbw x bus_factor(n)        (shared/DESIGN.md)
+    algbw = S / t;  busbw = algbw x bus_factor(n)        (docs/internal-contracts.md)
     S = bytes per rank: all_reduce, broadcast, reduce, sendrecv (and p2p ops)
     S = bytes x n:      all_gather, reduce_scatter, alltoall, gather, scatter
                         (nccl-tests prints max(send, receive bytes): the root's whole buffer)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """N hosts on one Linux bridge, each in its own network namespace (needs root + iproute2).
 
-Layout (shared/ENVIRONMENT.md recipe): one namespace per host with one veth `eth0`
+Layout: one namespace per host with one veth `eth0`
 (address <subnet>.<i+1>/24) whose peer `p<i>` sits in a bridge namespace on bridge `br0`.
 Nothing is created in the initial namespace, so parallel fabrics never collide and the
 machine's own interfaces are never touched. A host can be shaped with tc tbf on both

@@ -4,8 +4,8 @@
 The VM is the host's own Debian kernel booted by virtme-ng under QEMU software
 emulation (KVM does not work here), sharing the host's root filesystem
 read-only, so the project's venv and built extensions are there at the same
-paths. At boot it loads rdma_rxe and creates rxe0 on `lo`
-(shared/ENVIRONMENT.md). Only the folders passed as `rwdirs` come back written.
+paths. At boot it loads rdma_rxe and creates rxe0 on `lo`.
+Only the folders passed as `rwdirs` come back written.
 
     python tools/softroce_vm.py -- ibv_devinfo
     python tools/softroce_vm.py --rwdir out -- comm-bench sweep -t rdma -o out/r.json

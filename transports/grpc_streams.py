@@ -15,7 +15,7 @@ beyond what grpcio itself makes.
     /commbench.Bench/Bidir  bidi-stream    both sides stream; op bidir
     /commbench.Bench/Done   unary          src tells dst that a run() finished
 
-Definitions (same as the other transports, shared/DESIGN.md):
+Definitions (same as the other transports, docs/internal-contracts.md):
 - ``sendrecv`` mode ``lat``: ``iters`` unary calls carrying S bytes each way;
   the samples are round trips (the record reports half).
 - ``sendrecv`` mode ``bw``: S-byte messages from src to dst over ``--streams K``
@@ -42,7 +42,7 @@ TLS: ``--tls-cert/--tls-key`` turn TLS on; with ``--tls-ca`` both sides verify
 each other against that CA (mutual TLS). Ranks are dialled by IP address, so the
 certificates need the ranks' addresses as IP subjectAltNames.
 
-Timing: shared/DESIGN.md keeps hot loops out of Python, but grpcio *is* a Python
+Timing: hot loops stay out of Python (docs/internal-contracts.md), but grpcio *is* a Python
 API: the object measured is grpcio as Python programs use it, so the loop that
 drives it is the framework path (like gloo or mpi4py, see RunResult). It is kept
 lean: payloads are built once per size before timing, the request generators do

@@ -9,7 +9,7 @@ run between the two ranks of a pair.
 Roles: the "src" rank posts the ops (perftest's client). write, send and
 write_imm move data src -> dst; read fetches dst's buffer into src's.
 
-Definitions (shared/DESIGN.md, as perftest):
+Definitions (docs/internal-contracts.md, Measurement definitions; as perftest):
 - bw: src streams `iters` ops (tx depth per QP, one signalled completion per
   cq-mod ops). bandwidth = bytes x iters / (last completion - first post);
   samples are the times between completions (spread over the ops each

@@ -1,6 +1,6 @@
 """Collective cost models (Thakur, Rabenseifner & Gropp 2005; Hockney alpha-beta).
 
-S is the size column of shared/DESIGN.md: bytes per rank for all_reduce and p2p, bytes
+S is the size column (docs/internal-contracts.md): bytes per rank for all_reduce and p2p, bytes
 x n (the whole gathered / scattered buffer) for all_gather and reduce_scatter.
 alpha in seconds per step, beta in bytes/s per link (the bus bandwidth). One step:
 
