@@ -13,7 +13,7 @@
    (the row test then sees the between-run spread); --local-repeats R the same in 1.
 
     python tools/bench_compare_noise.py [--pairs 20] [--trials 5] [--rate 2gbit] [--unshaped]
-        [--repeats R] [--local-repeats R] [--skip-local] [--skip-shaped] [--json out.json] [--keep DIR]
+        [--repeats R] [--local-repeats R] [--skip-local] [--skip-shaped] [--nice N] [--json out.json] [--keep DIR]
 
 Needs root + iproute2 for 2 and 3 (skipped with a line otherwise). Only the namespaces it
 makes are used; they are deleted at the end, also on failure.
@@ -35,6 +35,7 @@ import netns_fabric  # noqa: E402
 CB = str(Path(sys.executable).parent / "comm-bench")
 WIRE = 1514 / 1448      # tc tbf counts whole frames: wire bytes per TCP payload byte at MTU 1500
 JUDGED = 1 << 20        # compare's default --min-size
+NICE = []               # --nice N: the ranks' command prefix (nice -n N), ahead of other work on the host
 
 
 def sh(cmd, **kw):
@@ -124,7 +125,7 @@ def ns_sweep(fab, out, extra=()):
         env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                    MASTER_ADDR=fab.addr(0), MASTER_PORT=str(port))
         env.pop("COMM_BENCH_DEBUG", None)
-        procs.append(subprocess.Popen([*fab.exec_prefix(i), CB, "sweep", "-t", "tcp", *extra, "-o", str(out), "--force",
+        procs.append(subprocess.Popen([*fab.exec_prefix(i), *NICE, CB, "sweep", "-t", "tcp", *extra, "-o", str(out), "--force",
                                        "--addr", fab.addr(i), "--no-progress", "--timeout", "60"], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(out.parent)))
     outs = [p.communicate(timeout=600)[0] for p in procs]
@@ -173,9 +174,13 @@ def main():
     ap.add_argument("--skip-local", action="store_true", help="skip 1 (the identical local pairs)")
     ap.add_argument("--skip-shaped", action="store_true", help="skip 2 (the link shaped for the base runs)")
     ap.add_argument("--local-repeats", type=int, default=1, help="runs per side in 1 (compare --repeats)")
+    ap.add_argument("--nice", type=int, default=None,
+                    help="run the namespace ranks at this niceness (negative: ahead of other work on a shared host)")
     ap.add_argument("--json", dest="json_out", help="write every figure here")
     ap.add_argument("--keep", help="keep the results documents in this folder")
     a = ap.parse_args()
+    if a.nice is not None:
+        NICE[:] = ["nice", "-n", str(a.nice)]
     work = Path(a.keep or tempfile.mkdtemp(prefix="cbnoise-"))
     work.mkdir(parents=True, exist_ok=True)
     report = {"command": sys.argv}
