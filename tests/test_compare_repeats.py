@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from cbtest import run_cli
-from test_compare_noise import crafted, compare_json, files
+from test_compare_noise import SIZES, crafted, compare_json, files
 
 from comm_bench.validate import stats
 from comm_bench.validate.compare import repeats_below_p
@@ -106,3 +106,23 @@ def test_identical_local_runs_as_repeats_pass(tmp_path):
     p = run_cli("compare", *paths, "--repeats", "3")
     assert p.returncode == 0, p.stdout[-3000:]
     assert p.stdout.splitlines()[-1].startswith("# verdict: PASS")
+
+
+def test_with_repeats_a_slower_link_need_not_be_beyond_the_tolerance_at_every_size(tmp_path):
+    """A token bucket lets the smallest judged size through nearly at line rate (1M -5%)
+    while 2M-16M are 25% slower: a single pair's signed-rank test needs all five sizes beyond
+    the tolerance, so it is within noise; the repeats' levels carry the change."""
+    def slower(f):
+        return lambda size: 4.0 * f * (0.95 if size == SIZES[0] else 0.75)
+    quiet = (1.0, 0.97, 1.02, 0.99, 1.03)
+    a = group(tmp_path, "a", quiet)
+    docs = {f"b{i}": crafted(slower(f), cv=0.05) for i, f in enumerate(quiet)}
+    paths = files(tmp_path, **docs)
+    b = [paths[k] for k in docs]
+    single = compare_json(a[0], b[0], rc=0)
+    assert single["summary"][0]["worse"] == 0 and single["summary"][0]["noise"] == 4
+    out = compare_json(*a, *b, args=("--repeats", "5"), rc=1)
+    verdicts = {r["size"]: r["change"][0] for r in out["rows"]}
+    assert verdicts[SIZES[0]]["verdict"] == "same"
+    assert all(verdicts[s]["verdict"] == "worse" and verdicts[s]["series_test"] == "repeats-welch-levels"
+               for s in SIZES[1:])

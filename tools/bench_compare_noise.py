@@ -135,20 +135,24 @@ def ns_sweep(fab, out, extra=()):
 
 
 def link_trials(trials, rate, work, label, repeats=1):
-    """Per trial: base run(s), the same again, then 80% of what the first base run
-    measured; with repeats the three interleaved (base, again, slow, base, ...) so that a
+    """Per trial: base run(s), the same again, then 80% of what the base run measured
+    (with repeats: the median of 3 probe runs before them); with repeats the three interleaved (base, again, slow, base, ...) so that a
     change of load on the machine falls on every side alike."""
     out = []
     with netns_fabric.Fabric(2, prefix="cbnoise", subnet="10.77.139") as fab:
         for t in range(trials):
             files = {k: [work / f"{label}{t}{k}{i}.json" for i in range(repeats)] for k in ("base", "again", "slow")}
+            tbf(fab, rate)
+            if repeats > 1:     # the slow rate from 3 probe runs: one run's luck would set the change
+                probes = [ns_sweep(fab, work / f"{label}{t}probe{i}.json") for i in range(3)]
+                measured = statistics.median(r["busbw"] for d in probes for r in judged(d))
             for i in range(repeats):
                 tbf(fab, rate)
                 base = ns_sweep(fab, files["base"][i])
                 ns_sweep(fab, files["again"][i])
-                if i == 0:
+                if i == 0 and repeats == 1:
                     measured = statistics.median(r["busbw"] for r in judged(base))       # GB/s of TCP payload
-                    slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
+                slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
                 tbf(fab, slow_rate)
                 ns_sweep(fab, files["slow"][i])
             rc_slow, cmp_slow, old_slow = compare(files["base"], files["slow"], repeats)
