@@ -122,11 +122,14 @@ def test_megatron_defaults_need_a_switch_to_fit(a100):
 def test_uneven_pipeline_stages_are_candidates(a100):
     """BLOOM-style tp4-pp12 of 70 layers: stages of 6, the first and last 5 (the embedding and
     the loss count as a layer: Megatron-Core's account-for flags, issue 32); 71 layers over
-    pp12: the remainder on the first stage."""
+    pp12: first and last stage sizes searched (issue 41)."""
     res = select(a100, params=176e9, layers=70, hidden=14336, heads=112, nodes=48, gpu="A100", global_batch=2048)
     c = next(c for c in res["candidates"] if c["layout"] == "tp4-pp12-dp8")
     if c["feasible"]:
         assert any("--account-for-embedding-in-pipeline-split" in line for line in c["config"])
-    from comm_bench.select.layouts import stage_layers
-    assert stage_layers(70, 12) == (5, 6, 5) and stage_layers(126, 16) == (7, 8, 7)
-    assert stage_layers(71, 12) == (16, 5, 5) and stage_layers(96, 16) == (6, 6, 6)
+    from comm_bench.select.pipeline import best, options
+    assert (5,) + (6,) * 10 + (5,) in [x.stages for x in options(70, 12)]
+    assert (7,) + (8,) * 14 + (7,) in [x.stages for x in options(126, 16)]
+    assert (6,) * 16 in [x.stages for x in options(96, 16)]
+    # 71 over 12: never the remainder on one stage (16 + 5 x 11, before issue 41)
+    assert max(best(71, 12, 1, 32, 0.0, 1.0, 1.0, 0.0, 0.0).stages) == 6

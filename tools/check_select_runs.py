@@ -109,6 +109,21 @@ def model_tflops(w, c, gpus, causal=False):
     return c["global_batch"] * W.flops_per_sample(w, executed=causal) / c["step_s"] / gpus / 1e12
 
 
+def published_split(L, pp, v):
+    """The stage split a publication ran (none states another): Megatron-Core's default, even,
+    where pp v divides the layers; else its --account-for-embedding/loss-in-pipeline-split
+    ((L + 2) / pp a stage, one fewer on the first and last: Llama 3's 7 + 8 x 14 + 7, the
+    Megatron-Bridge recipes for Llama 3.1 405B and Qwen3 235B). select's own answer searches
+    the split (comm_bench/select/pipeline.py)."""
+    if pp <= 1:
+        return None
+    v = v or 1
+    if L % (pp * v) == 0:
+        return (L // pp,) * pp
+    y = (L + 2) // pp
+    return (y - 1,) + (y,) * (pp - 2) + (y - 1,)
+
+
 def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_reduce, precision, a2a_overlap, metric,
               published, source):
     from comm_bench.select import select
@@ -123,7 +138,9 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_redu
              **({"etp": etp} if etp else {})}
     # Llama 3 (torchtitan-like FSDP): no resharding after forward, as the paper states
     force = (recompute, False, tp > 1, False) if kind == "fsdp-tp" else None
-    pub = predict(shape, dict(w, recompute=recompute if recompute != "auto" else w["recompute"]), cl, lm, comp,
+    split = published_split(w["layers"], pp, v)
+    pub = predict(shape, dict(w, recompute=recompute if recompute != "auto" else w["recompute"],
+                              **({"pp_layout": split} if split else {})), cl, lm, comp,
                   overlap, headroom, force=force, virtual=v)
     rec = next((c for c in res["candidates"] if c["layout"] == res["recommendation"]["layout"]), None)
     value = (lambda c: model_tflops(w, c, gpus)) if metric == "tflops" else (lambda c: c["tokens_per_s"] / gpus)
@@ -137,10 +154,12 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_redu
             "ratio": round(ratio, 3) if ratio else None, "source": source,
             "predicted_causal_count": round(model_tflops(w, pub, gpus, True), 1)
             if metric == "tflops" and pub["feasible"] else None,
+            "published_split": pub.get("pp_split"),
             "published_config": {k: pub[k] for k in ("micro_batch", "virtual_stages", "recompute", "reshard",
                                                      "distributed_optimizer", "memory_gb", "feasible", "reason",
                                                      "step_s", "bubble")},
             "recommended": rec and rec["layout"], "recommended_config": rec and rec["config"],
+            "recommended_split": rec and rec.get("pp_split"),
             "recommended_memory_gb": rec and rec["memory_gb"],
             "recommended_vs_published": round(rec["tokens_per_s"] / pub["tokens_per_s"], 3)
             if rec and pub["feasible"] else None,

@@ -4,7 +4,7 @@ import sys
 import click
 
 from ..select.gpus import GPUS
-from ..select.workload import ATTENTION, GRAD_REDUCE, PRECISIONS, PRESETS, RECOMPUTE
+from ..select.workload import ATTENTION, GRAD_REDUCE, MAIN_PARAMS, OPTIMIZER_STATES, PRECISIONS, PRESETS, RECOMPUTE
 
 
 def _count(ctx, param, value):
@@ -30,6 +30,19 @@ def _count(ctx, param, value):
 @click.option("--moe-layers", type=int, default=None, help="MoE layers, the last ones (default: all).")
 @click.option("--expert-ffn-hidden", "expert_ffn", type=int, default=None,
               help="Each expert's MLP width (default: --ffn-hidden).")
+@click.option("--vocab", type=int, default=None,
+              help="Vocabulary size (embedding and output layer, V h each; default: the preset's, else 0 for a "
+                   "custom shape).")
+@click.option("--kv-lora-rank", type=int, default=None,
+              help="Multi-head latent attention (DeepSeek-V2/V3): the key/value latent rank (512 in V3).")
+@click.option("--q-lora-rank", type=int, default=None, help="MLA: the query latent rank (1536 in V3; 0: none).")
+@click.option("--qk-rope-dim", type=int, default=None, help="MLA: the rotary part of each query/key head (64).")
+@click.option("--qk-nope-dim", type=int, default=None,
+              help="MLA: the non-rotary part of each query/key head (default hidden / heads; 128 in V3).")
+@click.option("--v-head-dim", type=int, default=None, help="MLA: each value head (default --qk-nope-dim).")
+@click.option("--mtp-layers", type=int, default=None,
+              help="Multi-token-prediction modules (DeepSeek-V3: 1), each a layer + 2h x h projection on the last "
+                   "pipeline stage, sharing the embedding and output head.")
 @click.option("--seq-len", type=int, default=None, help="Sequence length (tokens).")
 @click.option("--micro-batch", type=int, default=None,
               help="Sequences (or images) per GPU per micro-batch (default: select tries 1, 2, 4, 8).")
@@ -45,10 +58,21 @@ def _count(ctx, param, value):
 @click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default="fp32", show_default=True,
               help="Megatron-Core's gradient buffer and its reduction: fp32 (its default, 4 B per parameter) "
                    "or bf16 (--grad-reduce-in-bf16; Megatron-Bridge's grad_reduce_in_fp32=False).")
+@click.option("--optimizer-states", type=click.Choice(OPTIMIZER_STATES), default="fp32", show_default=True,
+              help="Adam's two moments: fp32 (4 B each), bf16 or fp8 (Megatron-Core's --use-precision-aware-optimizer "
+                   "--exp-avg-dtype/--exp-avg-sq-dtype; fp8 also torchao's AdamWFp8 under FSDP), 8bit (8-bit Adam: "
+                   "bitsandbytes with DeepSpeed or DDP, torchao under FSDP).")
+@click.option("--main-params", type=click.Choice(MAIN_PARAMS), default="fp32", show_default=True,
+              help="Master weights beside bf16 parameters: fp32 (4 B) or bf16 (Megatron-Core's 16-bit "
+                   "--main-params-dtype fp16, 2 B; FSDP: none, the bf16 parameters are updated in place).")
 @click.option("--a2a-overlap/--no-a2a-overlap", default=True, show_default=True,
               help="Megatron-Core layouts with expert parallelism hide the dispatcher's alltoalls behind the "
                    "paired micro-batch's compute (--overlap-moe-expert-parallel-comm --delay-wgrad-compute: "
                    "combined 1F1B); --no-a2a-overlap prices them exposed, Megatron's default.")
+@click.option("--pp-layout", default=None,
+              help="Pipeline split to evaluate: FIRST,LAST stage layers (equal middle stages, Megatron's "
+                   "--decoder-first/last-pipeline-num-layers) or one count per stage, e.g. 3,2 or 3,4,4,2 "
+                   "(default: the split whose slowest stage and memory are least, docs/selection.md).")
 @click.option("--attention", type=click.Choice(ATTENTION), default=None,
               help="flash: kernels that keep no score matrix (default); unfused: 2021-style attention "
                    "(the Megatron SC'21 presets).")
@@ -56,6 +80,10 @@ def _count(ctx, param, value):
 @click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: from the topology).")
 @click.option("--gpu", default=None, help=f"Plan for this GPU ({', '.join(GPUS)}): its data-sheet memory, "
                                           "peak and memory bandwidth (default: the GPU in the results).")
+@click.option("--power-cap", type=float, default=None,
+              help="GPU power limit (W) the job runs at: below the card's TDP the sustained compute rate falls "
+                   "as ((W - 0.15 TDP) / 0.85 TDP)^(1/3) (derived from the H200's measured 700 W clocks, "
+                   "docs/selection.md).")
 @click.option("--gpu-mem", default=None, help="GPU memory, e.g. 80G (default: NVML's figure in the results).")
 @click.option("--step-time", type=float, default=None,
               help="Compute seconds of one micro-batch (forward + backward) of the whole model on one GPU.")

@@ -40,7 +40,9 @@ NUMBER_RANGES = {
     "inter_node_gbs": (0, 1e9, False), "mem_headroom": (0, 0.99, True),
     "kv_heads": (0, 1e6, False), "ffn_hidden": (0, 1e8, False), "experts": (0, 1e5, False),
     "experts_per_token": (0, 1e5, False), "shared_experts": (0, 1e5, True), "moe_layers": (0, 1e5, False),
-    "expert_ffn": (0, 1e8, False),
+    "expert_ffn": (0, 1e8, False), "vocab": (0, 1e8, False), "q_lora_rank": (0, 1e6, True),
+    "kv_lora_rank": (0, 1e6, False), "qk_nope_dim": (0, 1e5, False), "qk_rope_dim": (0, 1e5, True),
+    "v_head_dim": (0, 1e5, False), "mtp_layers": (0, 100, True), "power_cap": (0, 1e4, False),
 }
 
 
@@ -83,7 +85,8 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            nodes=None, gpus_per_node=None, gpu_mem=None, step_time=None, gpu_tflops=None, mfu=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None,
-           compute_from=None, grad_reduce="fp32", a2a_overlap=True, **shape):
+           compute_from=None, grad_reduce="fp32", a2a_overlap=True, pp_layout=None,
+           optimizer_states="fp32", main_params="fp32", power_cap=None, **shape):
     """shape: the workload's shape flags, W.SHAPE_KEYS (kv_heads, ffn_hidden, experts ...)."""
     unknown = set(shape) - set(W.SHAPE_KEYS)
     if unknown:
@@ -94,7 +97,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
                   global_batch=global_batch, nodes=nodes, gpus_per_node=gpus_per_node, step_time=step_time,
                   gpu_tflops=gpu_tflops, mfu=mfu, bucket_mb=bucket_mb, min_efficiency=min_efficiency,
                   overlap=overlap, intra_node_gbs=intra_node_gbs, inter_node_gbs=inter_node_gbs,
-                  mem_headroom=headroom)
+                  mem_headroom=headroom, power_cap=power_cap)
     docs = _docs(paths)
     cl = C.describe(docs, nodes, gpus_per_node, C.parse_mem_gb(gpu_mem), gpu)
     if not cl["gpu_name"] and not (gpu_mem and gpu_tflops):
@@ -102,9 +105,10 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
         raise UsageError(f"the results name no GPU (a CPU run?): say which GPU to plan for with --gpu NAME "
                          f"({', '.join(GP.GPUS)}), or give --gpu-mem and --gpu-tflops")
     w = W.build(model, params, layers, hidden, heads, seq_len, micro_batch, global_batch, precision,
-                bucket_mb, recompute, attention, shape, grad_reduce, a2a_overlap)
+                bucket_mb, recompute, attention, shape, grad_reduce, a2a_overlap, pp_layout,
+                optimizer_states, main_params)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
-    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from)
+    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from, power_cap)
     w["compute_note"] = comp.note
     cands = [predict(c, w, cl, lm, comp, overlap, headroom) for c in candidates(w, cl)]
     for c in cands:

@@ -50,6 +50,13 @@ def assumptions(w, cl, lm, c, comp):
     return out
 
 
+def _split_text(c):
+    from .layouts import pp_split
+    from .pipeline import describe
+    return describe(pp_split(c)) + {"even": "", "embedding-loss": " (the embedding and the loss counted as a layer)",
+                                    "first-last": " (first and last searched)", "given": " (--pp-layout)"}[c["pp_split_how"]]
+
+
 def recommendation(c, then, facts, w, cl, ecosystem, elastic, assumed=()):
     if c is None:
         return {"layout": None, "framework": None, "config": [], "assumed": list(assumed),
@@ -61,7 +68,9 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic, assumed=()):
              f"{cl['nvlink_domain']}; from {', '.join(cl['from'])}",
              f"memory/GPU: model states {c['model_states_gb']:.2f} GB + activations {c['activations_gb']:.2f} GB"
              + (f" + gather buffers {c['buffers_gb']:.2f} GB" if c['buffers_gb'] else "")
-             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {sum(state_bytes(c['kind'], w)[0][k] for k in 'pgk')} B/param unsharded)"]
+             + f" = {c['memory_gb']:.2f} GB ({w['precision']}: {sum(state_bytes(c['kind'], w)[0][k] for k in 'pgk'):.4g} "
+             f"B/param unsharded; optimizer states {state_bytes(c['kind'], w)[0]['k']:.4g} B: "
+             f"{w.get('main_params', 'fp32')} main parameters, {w.get('optimizer_states', 'fp32')} Adam moments)"]
     for item in c["collectives"]:
         lines.append(f"{item['what']}: {item['count']} x, {human(item['bytes'])} per step -> {human_s(item['seconds'])} "
                      f"[{item['source']}: {item['note']}]")
@@ -70,6 +79,7 @@ def recommendation(c, then, facts, w, cl, ecosystem, elastic, assumed=()):
                                 ("sequence parallel", c.get("sequence_parallel"))) if on]
     lines.append(f"layout: tp {c['tp']}" + (f" x cp {c['cp']}" if c.get("cp", 1) > 1 else "") + f" x pp {c['pp']}"
                  + (f" (interleaved, {c['virtual_stages']} virtual stages)" if c["virtual_stages"] > 1 else "")
+                 + (f", stages of {_split_text(c)} layers" if c.get("pp_split") else "")
                  + f" x dp {c['dp']}" + (f", experts over ep {c['ep']}" if c.get("ep", 1) > 1 else "")
                  + (f", each over etp {c['etp']}" if c.get("ep", 1) > 1 and c.get("etp") else "") + f"; micro-batch {c['micro_batch']} x "
                  f"{c['microbatches']} per step = global batch {c['global_batch']} ({w['global_batch_source']})"

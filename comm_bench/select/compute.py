@@ -56,7 +56,28 @@ FP8_GEMM_EFFICIENCY = 0.63
 # Float8CurrentScaling, torchao's tensorwise): read bf16 for the amax, read it again and
 # write e4m3 row-wise plus the transposed copy the other GEMM needs: 2 + 2 + 1 + 1.
 FP8_CAST_BYTES = 6
-MEASURED_ON = ("H100", "H200", "GH200")
+MEASURED_ON = ("H100", "H200", "GH200", "H800", "H100 96GB")   # Hopper SXM at 700 W (gpus.py)
+# --power-cap W (issue 41). Measured (docs/benchmarks/selection-kernels-sustained-h200.json,
+# two H200s): under a training layer's kernels at the 700 W cap the card draws 691-692 W and
+# holds its SM clock at 1,455 / 1,530 MHz (median; boost 1,980) with "SW power cap" the
+# throttle reason; every efficiency select uses was measured there or on cooler cards, so a
+# cap at or above the card's TDP changes nothing. Derived, not measured: below it the SM clock
+# and with it compute-bound throughput fall as the dynamic power does, P - P_static ~ f V^2
+# ~ f^3 (voltage roughly follows frequency in the DVFS range), P_static = STATIC_SHARE x TDP
+# (assumed): rate(W) / rate(TDP) = ((W - P_static) / (TDP - P_static))^(1/3). HBM bandwidth is
+# not scaled (its clock is not power-managed the same way).
+STATIC_SHARE = 0.15
+
+
+def power_factor(cap_w, tdp_w):
+    """Sustained compute rate at a power cap over the rate at the card's TDP (<= 1)."""
+    if cap_w is None or not tdp_w or cap_w >= tdp_w:
+        return 1.0
+    static = STATIC_SHARE * tdp_w
+    if cap_w <= static:
+        raise UsageError(f"--power-cap {cap_w:g} W: below the card's static power ({static:g} W assumed, "
+                         f"{STATIC_SHARE:g} x its {tdp_w:g} W TDP)")
+    return ((cap_w - static) / (tdp_w - static)) ** (1.0 / 3.0)
 # A MoE layer's routed experts, forward + backward (data and weight gradients): FLOPs /
 # (seconds x the dense bf16 or FP8 peak) by the expert's shape (hidden, expert FFN) and the
 # tokens M each expert gets per micro-batch, measured on one H200 for each MoE preset's shape
@@ -95,11 +116,12 @@ class Compute:
     """Seconds of one micro-batch of b samples on one GPU holding 1/tp of each of `layers`
     layers (plus the logits when `logits`), with recomputation `recompute`."""
 
-    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None, compute_from=None):
+    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None, compute_from=None, power_cap=None):
         self.w, self.gpu = w, gpu
         self.gemm_points = None
         self.step_time, self.mfu = step_time, mfu
-        peak = gpu_tflops or gpu["peak_tflops"]
+        self.power = power_factor(power_cap, gpu.get("tdp_w"))
+        peak = (gpu_tflops or gpu["peak_tflops"]) * self.power
         if w["precision"] == "fp32" and not gpu_tflops:
             peak /= 2
         self.peak = peak * 1e12
@@ -108,8 +130,13 @@ class Compute:
             if not (gpu_tflops or gpu.get("fp8_tflops")):
                 raise UsageError(f"--precision fp8: the {gpu.get('name') or 'GPU'} has no FP8 tensor cores "
                                  f"(H100, H200, GH200, B200, L40S have; or give --gpu-tflops)")
-            self.fp8_peak = 2 * gpu_tflops * 1e12 if gpu_tflops else gpu["fp8_tflops"] * 1e12
+            self.fp8_peak = (2 * gpu_tflops * 1e12 if gpu_tflops else gpu["fp8_tflops"] * 1e12) * self.power
         self.hbm = gpu["hbm_tbs"] * 1e12
+        self.power_note = (f"--power-cap {power_cap:g} W: compute x {self.power:.3f} of its {gpu.get('tdp_w'):g} W "
+                           f"rate (derived: ((cap - {STATIC_SHARE:g} TDP) / (0.85 TDP))^(1/3))"
+                           if power_cap is not None and self.power < 1 else
+                           f"--power-cap {power_cap:g} W: at or above the card's {gpu.get('tdp_w'):g} W, no change"
+                           if power_cap is not None else "")
         if step_time is not None:
             self.note = f"--step-time {step_time:g} s per micro-batch of {w['micro_batch']} (given)"
         elif mfu is not None:
@@ -131,6 +158,8 @@ class Compute:
                 self.note += (f"; linear layers in FP8 at {self.fp8_peak / 1e12:g} TFLOPS x {self.fp8_efficiency():g}"
                               + (" (measured on an H200)" if self.gpu.get("name") in MEASURED_ON else ", assumed")
                               + f" + {FP8_CAST_BYTES} B per operand element cast / HBM")
+        if self.power_note:
+            self.note += "; " + self.power_note
 
     def attention_efficiency(self):
         """Measured flash-attention efficiency at the nearest measured head dimension, on a

@@ -83,27 +83,89 @@ def etp(c):
     return c.get("etp") or c["tp"]
 
 
-def stage_layers(L, pp):
-    """(first, middle, last) stage layer counts of L layers over pp stages:
-    even when pp divides L; else Megatron-Core's --account-for-embedding-in-pipeline-split
-    and --account-for-loss-in-pipeline-split when pp divides L + 2 (the embedding and the
-    loss count as a layer each: Llama 3's 126 layers over 16 stages, 7 on the first and last);
-    else --decoder-first-pipeline-num-layers with the remainder on the first stage."""
-    if pp <= 1 or L % pp == 0:
-        y = max(1, L // pp)
-        return y, y, y
-    if (L + 2) % pp == 0 and (L + 2) // pp >= 2:
-        y = (L + 2) // pp
-        return y - 1, y, y - 1
-    y = L // pp
-    return L - (pp - 1) * y, y, y
+def _middle(c, w):
+    """A middle stage's layers (all of them without a pipeline)."""
+    split = pp_split(c)
+    return split.middle if split else w["layers"]
+
+
+def pp_split(c):
+    """The candidate's pipeline split (pipeline.Split), None without a pipeline."""
+    from .pipeline import Split
+    return Split(tuple(c["pp_split"]), c.get("pp_split_how", "given")) if c.get("pp_split") else None
+
+
+# Optimizer states (issue 41): bytes of each of Adam's two moments by --optimizer-states, and
+# the block-wise scales of the quantised ones (one fp32 absmax per block per moment):
+# bitsandbytes' 8-bit Adam, block 2,048 (Dettmers et al. 2021, arXiv 2110.02861); torchao's
+# AdamW8bit / AdamWFp8, block 256; Megatron-Core's precision-aware optimizer keeps fp8 moments
+# with per-tensor scales (negligible).
+MOMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "8bit": 1.0}
+BLOCK = {"bitsandbytes": 2048, "torchao": 256}
+# which layouts' frameworks offer which moment precision (optimizer_line says how)
+OPT_STATES = {"megatron": ("fp32", "bf16", "fp8"),
+              "ddp": ("fp32", "8bit"), "zero-1": ("fp32", "8bit"), "zero-2": ("fp32", "8bit"),
+              "zero-3": ("fp32", "8bit"), "zero-3-hpz": ("fp32", "8bit"),
+              "fsdp": ("fp32", "fp8", "8bit"), "fsdp-hybrid": ("fp32", "fp8", "8bit"),
+              "fsdp-tp": ("fp32", "fp8", "8bit")}
+
+
+def _library(kind):
+    return "torchao" if kind.startswith("fsdp") else "bitsandbytes"
+
+
+def optimizer_bytes(kind, w):
+    """k: bytes per parameter of the optimizer states: the main (master) parameters (fp32 4; with
+    --main-params bf16 Megatron-Core's 16-bit copy, --main-params-dtype fp16, 2; elsewhere none:
+    the bf16 parameters are updated in place) + two moments (MOMENT_BYTES, + block scales). With
+    fp32 or amp parameters the parameters are the master copy: k = the moments."""
+    opt, main = w.get("optimizer_states", "fp32"), w.get("main_params", "fp32")
+    moments = 2 * MOMENT_BYTES[opt]
+    if opt in ("8bit",) or (opt == "fp8" and kind != "megatron"):
+        moments += 2 * 4.0 / BLOCK[_library(kind)]
+    if w["precision"] not in HALF:
+        return moments
+    master = 4.0 if main == "fp32" else (2.0 if kind == "megatron" else 0.0)
+    return master + moments
+
+
+def optimizer_unsupported(kind, w):
+    """Why kind's framework cannot keep the optimizer states asked for (None: it can)."""
+    opt, main = w.get("optimizer_states", "fp32"), w.get("main_params", "fp32")
+    if opt not in OPT_STATES[kind]:
+        return (f"--optimizer-states {opt}: {kind} offers {', '.join(OPT_STATES[kind])} "
+                "(Megatron-Core bf16 / fp8, DeepSpeed 8-bit Adam, FSDP torchao 8-bit / fp8)")
+    if main == "bf16" and kind.startswith("zero-"):
+        return "--main-params bf16: DeepSpeed's bf16 optimizer keeps fp32 master weights"
+    return None
+
+
+def optimizer_line(kind, w):
+    """The configuration of the optimizer states asked for (None for fp32 Adam)."""
+    opt, main = w.get("optimizer_states", "fp32"), w.get("main_params", "fp32")
+    if opt == "fp32" and main == "fp32":
+        return None
+    if kind == "megatron":
+        return None                           # its flags are in the command line
+    parts = []
+    if opt == "8bit":
+        parts.append("torchao.optim.AdamW8bit(model.parameters())" if _library(kind) == "torchao"
+                     else "bitsandbytes.optim.Adam8bit(model.parameters())"
+                     + (" passed to deepspeed.initialize(optimizer=...)" if kind.startswith("zero-") else ""))
+    elif opt == "fp8":
+        parts.append("torchao.optim.AdamWFp8(model.parameters())")
+    if main == "bf16":
+        parts.append("the model kept in bf16 with no fp32 master copy (the optimizer updates the bf16 "
+                     "parameters, e.g. torchao.optim's bf16_stochastic_round=True)")
+    return "optimizer: " + "; ".join(parts)
 
 
 def state_bytes(kind, w):
     """{p, g, k} bytes per parameter, and the bytes per gradient element reduced."""
-    b = MEGATRON_BYTES[w["precision"]] if kind == "megatron" else w["bytes"]
+    b = dict(MEGATRON_BYTES[w["precision"]] if kind == "megatron" else w["bytes"])
     if kind == "megatron" and w["grad_reduce"] == "bf16" and w["precision"] in HALF:
         b = dict(b, g=2)                      # --grad-reduce-in-bf16: a bf16 gradient buffer, reduced in bf16
+    b["k"] = optimizer_bytes(kind, w)
     return b, b["g"]
 
 
@@ -122,6 +184,9 @@ def _fp8_line(kind):
 def config_lines(c, w):
     """The flags or configuration lines that set candidate c up as predicted."""
     lines = _config_lines(c, w)
+    opt = optimizer_line(c["kind"], w)
+    if opt:
+        lines.append(opt)
     if w["precision"] == "fp8" and c["kind"] != "megatron":
         lines.append(_fp8_line(c["kind"]))
     return lines
@@ -134,11 +199,10 @@ def _config_lines(c, w):
                  f"--micro-batch-size {b}", f"--global-batch-size {c['global_batch']}",
                  "--bf16" if w["precision"] in HALF else "--fp16" if w["precision"] == "amp" else "",
                  "--fp8-format hybrid --fp8-recipe tensorwise" if w["precision"] == "fp8" else ""]
-        first, middle, last = stage_layers(w["layers"], c["pp"])
-        if first != middle and first == last:
-            flags.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
-        elif first != middle:
-            flags.append(f"--decoder-first-pipeline-num-layers {first} (the other stages {middle} each)")
+        split = pp_split(c)
+        if split:
+            from .pipeline import megatron_flags
+            flags.append(megatron_flags(split, c["virtual_stages"]))
         if c["virtual_stages"] > 1:
             flags.append(f"--num-virtual-stages-per-pipeline-rank {c['virtual_stages']}")
         if c.get("cp", 1) > 1:
@@ -158,6 +222,10 @@ def _config_lines(c, w):
             flags.append("--sequence-parallel")
         if w["grad_reduce"] == "bf16" and w["precision"] in HALF:
             flags.append("--grad-reduce-in-bf16")
+        opt, main = w.get("optimizer_states", "fp32"), w.get("main_params", "fp32")
+        if opt != "fp32" or main != "fp32":
+            flags.append(f"--use-precision-aware-optimizer --main-params-dtype {'fp32' if main == 'fp32' else 'fp16'} "
+                         f"--exp-avg-dtype {opt} --exp-avg-sq-dtype {opt}")
         if rc == "selective":
             flags.append("--recompute-activations")
         elif rc == "full":
@@ -167,7 +235,7 @@ def _config_lines(c, w):
         elif rc.startswith("partial:"):
             every = int(rc.split(":")[1])
             flags.append(f"--recompute-granularity full --recompute-method block --recompute-num-layers "
-                         f"{max(1, stage_layers(w['layers'], c['pp'])[1] // (every * c['virtual_stages']))}"
+                         f"{max(1, _middle(c, w) // (every * c['virtual_stages']))}"
                          f" (1 in {every} layers of each stage)")
         return ["Megatron-LM: " + " ".join(f for f in flags if f)]
     if kind == "fsdp-tp":
@@ -214,6 +282,10 @@ def _torchtitan(c, w):
         par.insert(5, f"expert_tensor_parallel_degree = {etp(c)}")
     if c["pp"] > 1:
         par.append(f"pipeline_parallel_schedule = \"{'Interleaved1F1B' if c['virtual_stages'] > 1 else '1F1B'}\"")
+        split = pp_split(c)
+        if split and split.how != "even":
+            from .pipeline import split_points
+            par.append(f"pipeline_parallel_split_points = {split_points(split, c['virtual_stages'])}".replace("'", '"'))
     return ["torchtitan: [parallelism] " + ", ".join(par),
             f"[training] local_batch_size = {c['micro_batch'] * c['microbatches']}, "
             f"pipeline_parallel_microbatch_size = {c['micro_batch']}, seq_len = {w['seq_len']}, "

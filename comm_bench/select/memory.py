@@ -70,7 +70,7 @@ def layer_activation_bytes(w, b, tp=1, recompute="none", sp=False, etp=None):
                                        w["bytes"]["act"], sp, w["attention"] == "flash")
 
 
-def in_flight_layers(pp, v, m, chunk_layers, group=None):
+def in_flight_layers(pp, v, m, chunk_layers, group=None, rank=0):
     """Peak layer-micro-batches whose activations the first pipeline rank holds: Megatron-Core's
     1F1B schedule (schedules.py, forward_backward_pipelining_with/without_interleaving)
     replayed on rank 0. Without interleaving rank 0 runs min(pp - 1, m) warm-up forwards,
@@ -81,15 +81,17 @@ def in_flight_layers(pp, v, m, chunk_layers, group=None):
     never more than its m x v chunk passes: what it holds is the sum of the layers of the
     chunks forwarded and not yet backwarded. chunk_layers: the layers of rank 0's v chunks
     (the first may hold fewer: the embedding counts as a layer, Llama 3 section 3.3.2).
-    Korthikanti et al.'s L (1 + (pp - 1) / (pp v)) is this count for even chunks and m > pp."""
+    Korthikanti et al.'s L (1 + (pp - 1) / (pp v)) is this count for even chunks and m > pp.
+    rank r > 0 runs fewer warm-up passes: min(pp - r, m) micro-batches, (pp - r - 1) x 2 + (v - 1) x N
+    chunk forwards."""
     if pp <= 1:
         return float(sum(chunk_layers))
     if v <= 1:
-        return min(pp, m) * float(sum(chunk_layers))
+        return min(pp - rank, m) * float(sum(chunk_layers))
     n = group or pp
     total = m * v
     chunk = lambda i: (i // n) % v           # noqa: E731  (the i-th forward's / backward's chunk)
-    warm = min(total, (pp - 1) * 2 + (v - 1) * n)
+    warm = min(total, (pp - rank - 1) * 2 + (v - 1) * n)
     held = sum(chunk_layers[chunk(i)] for i in range(warm))
     peak, f = held, warm
     for j in range(total):                    # steady state: one forward (if any left), one backward
@@ -128,6 +130,8 @@ def activation_bytes(w, b, tp=1, pp=1, microbatches=1, recompute="none", sp=Fals
         return w["act_bytes_per_sample"] * b * w["bytes"]["act"] / 2.0
     per_layer = layer_activation_bytes(w, b, tp, recompute, sp, etp)
     layers = first_layers or math.ceil(w["layers"] / pp)
+    n_mtp = w.get("mtp", 0) if pp <= 1 else 0  # without a pipeline the MTP modules' layers and logits too
+    layers += n_mtp
     chunks = stage_chunks(layers, middle_layers or layers, virtual if pp > 1 else 1)
-    logits = 4.0 * w["seq_len"] * b * w["vocab"] / tp
+    logits = (1 + n_mtp) * 4.0 * w["seq_len"] * b * w["vocab"] / tp
     return per_layer * in_flight_layers(pp, virtual, max(1, microbatches), chunks) + logits

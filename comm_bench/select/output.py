@@ -15,14 +15,21 @@ CANDIDATE_KEYS = ("layout", "kind", "framework", "feasible", "reason", "model_st
                   "comm_s", "exposed_comm_s", "step_s", "efficiency", "tokens_per_s", "samples_per_s", "tp", "cp", "pp",
                   "dp", "ep", "etp", "a2a_overlap", "reshard", "microbatches", "bubble", "compute_s", "buffers_gb", "comm_source", "overlap", "overlap_source",
                   "config", "micro_batch", "virtual_stages", "recompute", "distributed_optimizer", "sequence_parallel",
-                  "global_batch", "collectives")
+                  "global_batch", "collectives", "pp_split", "pp_split_how", "peak_rank")
 LINK_KEYS = ("class", "scope", "op", "n", "alpha_us", "beta_gbs", "max_rel_err", "source", "transport", "sizes",
              "points", "from", "note")
 
 
 def _console():
-    # the terminal's width (COLUMNS, else 80 when not a terminal): tables wrap to fit
-    return Console(highlight=False, soft_wrap=False)
+    """A terminal: its width (COLUMNS), the tables fit it. A file or a pipe: nothing is cut
+    or wrapped (rich would assume 80 columns and shorten cells to "fra…")."""
+    import os
+    import sys
+    if sys.stdout.isatty():     # no styles: stdout escapes terminal codes (printable.py)
+        return Console(highlight=False, soft_wrap=False, color_system=None)
+    columns = os.environ.get("COLUMNS", "")        # a width asked for (COLUMNS=100 comm-bench ... | less)
+    return Console(highlight=False, soft_wrap=False, width=int(columns) if columns.isdigit() else 100_000,
+                   force_terminal=False)
 
 
 def _f(v, fmt):
@@ -30,9 +37,10 @@ def _f(v, fmt):
 
 
 def link_table(rows):
-    t = Table(title="link model: t(S) = alpha + S/beta per link step (beta = bus bandwidth, 1 GB = 1e9 B)")
-    for col in ("class", "scope", "op", "n", "alpha (us)", "beta (GB/s)", "max rel err", "source", "from"):
-        t.add_column(col, justify="right" if col in ("n", "alpha (us)", "beta (GB/s)", "max rel err") else "left")
+    t = Table(title="link model: t(S) = alpha + S/beta per link step\n(beta = bus bandwidth, 1 GB = 1e9 B)",
+              box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    for col in ("class", "scope", "op", "n", "alpha(us)", "beta(GB/s)", "fit err", "source", "from"):
+        t.add_column(col, justify="right" if col in ("n", "alpha(us)", "beta(GB/s)", "fit err") else "left")
     for r in rows:
         t.add_row(str(r["class"]), r["scope"], r["op"], str(r.get("n") or "-"), _f(r["alpha_us"], ".3g"),
                   _f(r["beta_gbs"], ".4g"), _f(r["max_rel_err"], ".1%"), r["source"],
@@ -51,11 +59,12 @@ def candidate_table(res):
     w, rec = res["workload"], res["recommendation"]["layout"]
     t = Table(title=f"candidates: {w['name']} ({w['params'] / 1e9:.3g} B params, {w['precision']}), "
                     f"{res['cluster']['nodes']} x {res['cluster']['gpus_per_node']} GPUs")
-    t.box, t.pad_edge = box.SIMPLE_HEAD, False
+    # 80 columns: a column is one space from the next, no frame
+    t.box, t.pad_edge, t.show_edge, t.collapse_padding = box.SIMPLE_HEAD, False, False, True
     per = "tokens/s" if w["kind"] == "transformer" else "samples/s"
     for col in ("", "layout", "framework", "GB/GPU", "step", "exposed", "eff.", per, "fits"):
         t.add_column(col, justify="left" if col in ("", "layout", "framework", "fits") else "right",
-                     no_wrap=col not in ("framework", "fits"))
+                     no_wrap=col != "framework", min_width=11 if col == "framework" else None)
     mp = [c for c in res["candidates"] if LAYOUTS[c["kind"]].model_parallel]      # sorted best first
     shown = [c for c in res["candidates"] if not LAYOUTS[c["kind"]].model_parallel or c["layout"] == rec]
     shown += [c for c in mp if c["layout"] != rec][: max(0, MAX_ROWS - len(shown))]
@@ -64,8 +73,9 @@ def candidate_table(res):
         t.add_row("*" if c["layout"] == rec else "", c["layout"], c["framework"], _f(c["memory_gb"], ".1f"),
                   human_s(c["step_s"]), human_s(c["exposed_comm_s"]), _f(c["efficiency"], ".1%"),
                   _f(c["tokens_per_s"] if w["kind"] == "transformer" else c["samples_per_s"], ",.0f"),
-                  "yes" if c["feasible"] else f"no: {c['reason']}")
-    return t, len(res["candidates"]) - len(shown)
+                  "yes" if c["feasible"] else "no")
+    return t, len(res["candidates"]) - len(shown), [f"{c['layout']} does not fit: {c['reason']}"
+                                                    for c in shown if not c["feasible"]]
 
 
 def print_text(res, explain=False):
@@ -92,8 +102,10 @@ def print_text(res, explain=False):
     if res["min_efficiency"] is not None:
         con.print(f"--min-efficiency {res['min_efficiency']:g}: "
                   + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
-    t, hidden = candidate_table(res)
+    t, hidden, unfit = candidate_table(res)
     con.print(t)
+    for line in unfit:
+        con.print(f"  {line}", markup=False, soft_wrap=True)
     if hidden:
         con.print(f"({hidden} more tp x cp x pp x dp x ep layouts in --json)")
     if best is not None:

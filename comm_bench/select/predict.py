@@ -13,6 +13,7 @@ hides them: docs/selection.md, sections 4 and 5):
 """
 from __future__ import annotations
 
+from . import pipeline as P
 from .layouts import config_lines
 from .workload import PARTIAL
 from .step import Config, evaluate
@@ -27,7 +28,6 @@ from .step import Config, evaluate
 #    Distributed, VLDB 2020).
 DEFAULT_OVERLAP = {"intra-node": 0.0, "inter-node": 1.0}
 MICRO_BATCHES = (1, 2, 4, 8)
-VIRTUAL_STAGES = (1, 2, 3, 4, 6, 8)
 
 
 def overlap_for(overlap, dp_placement, mechanism="backward"):
@@ -68,12 +68,17 @@ def configs(kind, tp, w):
 
 
 def virtual_stages(w, pp):
-    """Interleaving v where every stage gets whole chunks: layers % (pp v) == 0, or with
-    Megatron-Core's --account-for-embedding-in-pipeline-split / -loss-: (layers + 2) % (pp v)
-    == 0 (the first and last stage one layer fewer, as Llama 3's 126 layers over 16 stages)."""
-    if pp <= 1:
+    """Interleaving v where every stage gets whole chunks, up to one layer per chunk (v <= L / pp):
+    a split of pipeline.options with every stage a multiple of v (even, first / last sizes), or
+    Megatron-Core's --account-for-embedding-in-pipeline-split / -loss-: (layers + 2) % (pp v) == 0
+    (the first and last stage one layer fewer, as Llama 3's 126 layers over 16 stages); with
+    --pp-layout, the v its stages allow."""
+    if pp <= 1 or w["kind"] != "transformer":
         return [1]
-    return [1] + [v for v in VIRTUAL_STAGES[1:] if w["layers"] % (pp * v) == 0 or (w["layers"] + 2) % (pp * v) == 0]
+    L = w["layers"]
+    if w.get("pp_layout"):
+        return [v for v in range(1, max(1, (L + 2) // pp) + 1) if P.given(w["pp_layout"], L, pp, v)] or [1]
+    return [1] + [v for v in range(2, (L + 2) // pp + 1) if P.options(L, pp, v)]
 
 
 def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None, virtual=None):

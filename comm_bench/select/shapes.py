@@ -54,17 +54,37 @@ def embedding_params(s):
     return s["vocab"] * s["hidden"] * (1 if s.get("tied") else 2)
 
 
-def params(s, active=False):
-    """Total (or active per token) parameters of the shape."""
+def params(s, active=False, mtp=True):
+    """Total (or active per token) parameters of the shape; mtp: with the multi-token-prediction
+    modules (DeepSeek-V3's 671B and 37B leave them out)."""
     n_moe = moe_layers(s)
     dense = s["layers"] - n_moe
     moe = n_moe * layer_params(s, True, active) if n_moe else 0
-    return dense * layer_params(s, False) + moe + embedding_params(s) + s["hidden"]
+    extra = sum(mtp_params(s, active)) if mtp else 0
+    return dense * layer_params(s, False) + moe + embedding_params(s) + s["hidden"] + extra
 
 
-def expert_params(s):
-    """Weights of the routed experts (all layers): the part expert parallelism shards."""
-    return moe_layers(s) * s["experts"] * mlp_params(s["hidden"], s["expert_ffn"], s["glu"])
+def mtp_params(s, active=False):
+    """(dense, routed-expert) weights of the multi-token-prediction modules (DeepSeek-V3 report,
+    arXiv 2412.19437, section 2.2): each a transformer layer like the model's last (a MoE one if
+    it has any), a projection of the concatenated [h; h] to h (2 h^2) and two norms (2 h); the
+    embedding and the output head are the model's own (shared)."""
+    n = s.get("mtp", 0)
+    if not n:
+        return 0, 0
+    moe = bool(moe_layers(s))
+    layer = layer_params(s, moe, active)
+    routed = ((s["experts_per_token"] if active else s["experts"]) * mlp_params(s["hidden"], s["expert_ffn"], s["glu"])
+              if moe else 0)
+    h = s["hidden"]
+    return n * (layer - routed + 2 * h * h + 2 * h), n * routed
+
+
+def expert_params(s, mtp=False):
+    """Weights of the routed experts (all layers; mtp: the MTP modules' too): the part expert
+    parallelism shards."""
+    main = moe_layers(s) * s["experts"] * mlp_params(s["hidden"], s["expert_ffn"], s["glu"])
+    return main + (mtp_params(s)[1] if mtp else 0)
 
 
 def attention_flops_per_token(s, seq, causal=False):
@@ -93,7 +113,19 @@ def forward_flops_per_token(s, seq, causal=False):
     """2 x the active weights a token multiplies (the input embedding is a lookup, the
     output layer a matrix) + the attention scores (causal: as a causal kernel executes them)."""
     matmul = params(s, active=True) - s["vocab"] * s["hidden"] * (0 if s.get("tied") else 1)
-    return 2.0 * matmul + s["layers"] * attention_flops_per_token(s, seq, causal)
+    n_mtp = s.get("mtp", 0)                   # each MTP module: its layer's attention and the output head again
+    return (2.0 * matmul + (s["layers"] + n_mtp) * attention_flops_per_token(s, seq, causal)
+            + n_mtp * 2.0 * s["vocab"] * s["hidden"])
+
+
+def mtp_flops_per_token(s, seq, causal=False):
+    """The MTP modules' share of forward_flops_per_token (they run on the last pipeline stage,
+    with the loss: Megatron-Core's MTP placement)."""
+    n = s.get("mtp", 0)
+    if not n:
+        return 0.0
+    return (2.0 * sum(mtp_params(s, True)) + n * attention_flops_per_token(s, seq, causal)
+            + n * 2.0 * s["vocab"] * s["hidden"])
 
 
 # Megatron-Core's --recompute-granularity selective --recompute-modules: element-wise modules
@@ -209,9 +241,9 @@ PRESETS = {
     "deepseek-v3": {"layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432, "glu": True,
                     "vocab": 129280, "experts": 256, "experts_per_token": 8, "shared_experts": 1,
                     "expert_ffn": 2048, "moe_layers": 58,
-                    "mla": {"q_lora": 1536, "kv_lora": 512, "qk_nope": 128, "qk_rope": 64, "v": 128},
+                    "mla": {"q_lora": 1536, "kv_lora": 512, "qk_nope": 128, "qk_rope": 64, "v": 128}, "mtp": 1,
                     "seq_len": 4096, "global_batch": 15360,
-                    "source": "DeepSeek-V3 technical report (arXiv 2412.19437), section 4.2; HF "
-                              "deepseek-ai/DeepSeek-V3 config (the multi-token-prediction module not counted)",
+                    "source": "DeepSeek-V3 technical report (arXiv 2412.19437), sections 2.2 and 4.2; HF "
+                              "deepseek-ai/DeepSeek-V3 config (one multi-token-prediction module, depth 1)",
                     "recipe_source": "DeepSeek-V3 report, section 4.2: batch 15,360 sequences of 4,096"},
 }

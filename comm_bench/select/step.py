@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass
 
 from . import memory as M
+from . import pipeline as P
 from . import shapes as SH
-from .layouts import LAYOUTS, stage_layers, state_bytes
+from .layouts import LAYOUTS, optimizer_unsupported, state_bytes
 from .layouts import etp as etp_of
 from .linkmodel import worst
 from .strategies import expert_dp, groups
@@ -40,18 +41,46 @@ def batch_split(gb, b, dp, pp, v):
     return n * unit // (b * dp), n * unit
 
 
-def split_params(w, c):
-    """(dense parameters, expert parameters) one GPU holds: dense / (tp pp), plus the
-    embedding or output layer (V h / tp) on the first and last stage; experts / (etp pp ep)."""
+def split_params(w, c, split=None, r=0):
+    """(dense parameters, expert parameters) one GPU holds. Without a split: the average stage,
+    dense / (tp pp) plus the embedding or output layer (V h / tp) on the first and last stage,
+    experts / (etp pp ep). With a split (pipeline.py): rank r's layers, its dense layers (the
+    first L - moe_layers) and MoE layers each by their own weights (shapes.py), + V h / tp on
+    the first (embedding) and the last rank (output layer)."""
     tp, pp, ep = c["tp"], c["pp"], c.get("ep", 1)
-    experts = SH.expert_params(w) if "ffn_hidden" in w and SH.moe_layers(w) else 0
+    shaped = "ffn_hidden" in w
+    experts = SH.expert_params(w, mtp=True) if shaped and SH.moe_layers(w) else 0
     dense = w["params"] - experts
+    mtp_dense, mtp_experts = SH.mtp_params(w) if shaped else (0, 0)     # on the last rank, with the loss
     emb_all = (SH.embedding_params(w) if "ffn_hidden" in w else w["vocab"] * w["hidden"]) if w["vocab"] else 0
-    if pp > 1 and w["vocab"]:
-        local = (dense - emb_all) / (tp * pp) + w["vocab"] * w["hidden"] / tp
+    ends = w["vocab"] * w["hidden"] / tp if pp > 1 and w["vocab"] else 0.0
+    if split is None or pp <= 1 or w["kind"] != "transformer":
+        if pp > 1 and w["vocab"]:
+            local = (dense - emb_all) / (tp * pp) + ends
+        else:
+            local = dense / (tp * pp)
+        return local, experts / (etp_of(c) * pp * ep)
+    L, n_moe = w["layers"], (SH.moe_layers(w) if "ffn_hidden" in w else 0)
+    start = sum(split.stages[:r])
+    n = split.stages[r]
+    k = max(0, min(start + n, L) - max(start, L - n_moe))          # MoE layers on rank r
+    if n_moe:
+        per_expert_layer = (experts - mtp_experts) / n_moe
+        moe_dense = SH.layer_params(w, True) - per_expert_layer
+        dense_layer = SH.layer_params(w, False) if L > n_moe else 0.0
+        body = (L - n_moe) * dense_layer + n_moe * moe_dense
+        scale = (dense - emb_all - mtp_dense) / body if body else 0.0   # the final norm spread over the layers
+        local = ((n - k) * dense_layer + k * moe_dense) * scale / tp
+        exp = k * per_expert_layer / (etp_of(c) * ep)
     else:
-        local = dense / (tp * pp)
-    return local, experts / (etp_of(c) * pp * ep)
+        local = (dense - emb_all - mtp_dense) * n / L / tp
+        exp = 0.0
+    last = r == len(split.stages) - 1
+    at_end = (1 if r == 0 else 0) + (1 if last else 0)
+    if last:
+        local += mtp_dense / tp
+        exp += mtp_experts / (etp_of(c) * ep)
+    return local + at_end * ends, exp
 
 
 def _sharded(lay, cfg, pp):
@@ -59,6 +88,24 @@ def _sharded(lay, cfg, pp):
     if lay.kind == "fsdp-tp" and not cfg.reshard:
         return "k" if pp > 1 else "gk"       # kept unsharded across micro-batches (FSDP2 + PP)
     return lay.sharded + ("k" if cfg.dist else "")
+
+
+def _split(w, c, cfg, compute, bc, m, states_of):
+    """The pipeline split of candidate c (pipeline.py): --pp-layout's where given, else the
+    searched one, priced by this configuration's layer time, output layer, states and activations."""
+    L, pp, v, tp, etp = w["layers"], c["pp"], cfg.v, c["tp"], etp_of(c)
+    if w.get("pp_layout"):
+        return P.given(w["pp_layout"], L, pp, v)
+    args = (bc, tp)
+    kw = dict(recompute=cfg.recompute, sp=cfg.sp, ep=c.get("ep", 1), etp=etp)
+    t_layer = compute.seconds(*args, layer_share=1.0 / L, logits=False, **kw)
+    o = compute.seconds(*args, layer_share=0.0, logits=True, **kw) / t_layer if t_layer > 0 else 0.0
+    d, e = split_params(w, c)
+    ends = w["vocab"] * w["hidden"] / tp if w["vocab"] else 0.0
+    s = states_of((d - ends) * pp / L, e * pp / L)
+    a = M.layer_activation_bytes(w, bc, tp, cfg.recompute, cfg.sp, etp)
+    e_first = states_of(ends, 0.0)
+    return P.best(L, pp, v, max(1, m), round(o, 6), s, a, e_first, e_first + 4.0 * w["seq_len"] * bc * w["vocab"] / tp)
 
 
 def combined_1f1b(total, m, pp, t_mb):
@@ -97,38 +144,69 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     if SH.recompute_modules(rc) and kind != "megatron":
         return infeasible(unsized, f"--recompute {rc} is Megatron-Core's --recompute-modules: {kind} has no such "
                                    "option")
+    why = optimizer_unsupported(kind, w)
+    if why:
+        return infeasible(unsized, why)
     g = groups(c, G)
     bc = b / cp                               # a GPU's share of the micro-batch's tokens
     # memory
     sb, g_comm = state_bytes(kind, w)
     shard = (g["node"][0] * g["node"][1]) if lay.shard_group == "node" else dp * cp
-    dense, experts = split_params(w, c)
     sharded = _sharded(lay, cfg, pp)
-    states = (M.model_states_bytes(dense, sb["p"], sb["g"], sb["k"], kind, shard, sharded=sharded)
-              + M.model_states_bytes(experts, sb["p"], sb["g"], sb["k"], kind,
-                                     shard if lay.shard_group == "node" else expert_dp(c), sharded=sharded))
+    expert_shard = shard if lay.shard_group == "node" else expert_dp(c)
+
+    def states_of(d, e):
+        return (M.model_states_bytes(d, sb["p"], sb["g"], sb["k"], kind, shard, sharded=sharded)
+                + M.model_states_bytes(e, sb["p"], sb["g"], sb["k"], kind, expert_shard, sharded=sharded))
     transformer = w["kind"] == "transformer"
-    first, middle, last = stage_layers(w["layers"], pp) if transformer else (1, 1, 1)
-    acts = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, first_layers=first, middle_layers=middle, etp=etp)
-    units = [u * (dense + experts) / max(1.0, w["params"] / pp) for u in fsdp_units(w)]   # a GPU's part
-    buffers = 0.0
-    if "p" in sharded:                        # two units gathered at a time, one's gradients
-        buffers = 2 * max(units) * sb["p"] + max(units) * sb["g"]
-    if lay.hpz:                               # the node's secondary parameter partition
-        buffers += sb["p"] * w["params"] / (g["node"][0] * g["node"][1])
-    mem = states + acts + buffers
+    L = w["layers"] if transformer else 1
+    split = None
+    if transformer and pp > 1:
+        split = _split(w, c, cfg, compute, bc, m, states_of)
+        if split is None:
+            why = (f"--pp-layout {','.join(map(str, w['pp_layout']))} is no split of {L} layers over {pp} stages"
+                   if w.get("pp_layout") else f"no split of {L} layers over {pp} stages")
+            return infeasible(unsized, why + (f" of {v} whole chunks" if v > 1 else ""))
+        out.update(pp_split=list(split.stages), pp_split_how=split.how)
+    fsdp = fsdp_units(w)
+
+    def rank_memory(r):
+        """(bytes, states, activations, buffers, dense, experts) of pipeline rank r."""
+        d, e = split_params(w, c, split, r)
+        st = states_of(d, e)
+        if split is None:
+            ac = M.activation_bytes(w, bc, tp, pp, m, rc, cfg.sp, v, etp=etp)
+        else:
+            per = M.layer_activation_bytes(w, bc, tp, rc, cfg.sp, etp)
+            ac = per * M.in_flight_layers(pp, v, max(1, m), split.chunks(r, v), rank=r)
+            if r == pp - 1:                   # the logits (one set per MTP module too) and the MTP layers
+                n_mtp = w.get("mtp", 0)
+                ac += (1 + n_mtp) * 4.0 * w["seq_len"] * bc * w["vocab"] / tp
+                if n_mtp:
+                    ac += per * M.in_flight_layers(pp, v, max(1, m), [0.0] * (v - 1) + [float(n_mtp)], rank=r)
+        un = [u * (d + e) / max(1.0, w["params"] / pp) for u in fsdp]     # a GPU's part
+        bu = 0.0
+        if "p" in sharded:                    # two units gathered at a time, one's gradients
+            bu = 2 * max(un) * sb["p"] + max(un) * sb["g"]
+        if lay.hpz:                           # the node's secondary parameter partition
+            bu += sb["p"] * w["params"] / (g["node"][0] * g["node"][1])
+        return st + ac + bu, st, ac, bu, d, e, un
+    ids = P._ranks(split) if split else [0]
+    ranks = [rank_memory(r) for r in ids]
+    mem, states, acts, buffers, _, _, _ = max(ranks, key=lambda x: x[0])
+    if split:
+        out["peak_rank"] = ids[max(range(len(ids)), key=lambda i: ranks[i][0])]
+    _, _, _, _, dense, experts, units = max(ranks, key=lambda x: x[4] + x[5])   # the most weights: its DP sync
     usable = cluster["gpu_mem_gb"] * (1 - headroom)
     out.update(model_states_gb=round(states / 1e9, 3), activations_gb=round(acts / 1e9, 3),
                buffers_gb=round(buffers / 1e9, 3), memory_gb=round(mem / 1e9, 3))
     if mem / 1e9 > usable:
         return infeasible(out, f"needs {mem / 1e9:.1f} > {usable:.1f} GB/GPU")
-    # time: the stage of one micro-batch
-    layers_stage = max(first, middle, last)
-    # the slowest stage sets the pipeline's pace: the last holds the output layer too
-    # (Megatron-Core without --account-for-loss-in-pipeline-split, torchtitan's split)
-    stages = [(first / w["layers"], False), (middle / w["layers"], False), (last / w["layers"], True)] \
-        if transformer and pp > 1 else [(1.0, True)]
-    t_mb = max(compute.seconds(bc, tp, share, rc, cfg.sp, ep, logits=lg, etp=etp) for share, lg in stages)
+    # time: the stage of one micro-batch; the slowest stage sets the pipeline's pace: the last
+    # holds the output layer too (Megatron-Core's and torchtitan's stage split)
+    stages = sorted({(n, r == pp - 1) for r, n in enumerate(split.stages)}) if split else [(L, True)]
+    layers_stage = max(n for n, _ in stages)
+    t_mb = max(compute.seconds(bc, tp, n / L, rc, cfg.sp, ep, logits=lg, etp=etp) for n, lg in stages)
     tl = Timeline(lm)
     act = bc * w["seq_len"] * w.get("hidden", 0) * w["bytes"]["act"]
     per_mb = 0.0                              # exposed model-parallel communication per micro-batch

@@ -63,7 +63,11 @@ PRESETS = {
 PRESETS.update(SH.PRESETS)
 # shape flags (select's --kv-heads ...): the keys of a shaped workload (shapes.py)
 SHAPE_KEYS = ("kv_heads", "ffn_hidden", "experts", "experts_per_token", "shared_experts", "moe_layers",
-              "expert_ffn")
+              "expert_ffn", "vocab", "q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim",
+              "mtp_layers")
+# the multi-head latent attention flags and their keys in a shape's "mla" (shapes.py)
+MLA_KEYS = {"q_lora_rank": "q_lora", "kv_lora_rank": "kv_lora", "qk_nope_dim": "qk_nope", "qk_rope_dim": "qk_rope",
+            "v_head_dim": "v"}
 ATTENTION = ("flash", "unfused")
 
 # bytes per parameter: p (parameters as stored and gathered), g (gradients as reduced),
@@ -80,6 +84,10 @@ PRECISIONS = {
             "note": "FP8 GEMMs with per-tensor current scaling (Transformer Engine, torchao); bf16 parameters, "
                     "gradients, attention and element-wise work; fp32 master weights + Adam"},
 }
+# Adam's moments (--optimizer-states: Megatron-Core's precision-aware optimizer bf16 / fp8, 8-bit
+# Adam of bitsandbytes or torchao) and the main parameters (--main-params); layouts.optimizer_bytes
+OPTIMIZER_STATES = ("fp32", "bf16", "fp8", "8bit")
+MAIN_PARAMS = ("fp32", "bf16")
 HALF = ("bf16", "fp8")          # precisions whose parameters and gradients are bf16
 # Megatron-Core's gradient buffer and reduction: fp32 main gradients (its default) or bf16
 # (--grad-reduce-in-bf16); the other frameworks' gradients follow PRECISIONS
@@ -125,10 +133,20 @@ def _derived_shape(params):
 
 def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len=None,
           micro_batch=None, global_batch=None, precision="bf16", bucket_mb=25.0, recompute="auto",
-          attention=None, shape=None, grad_reduce="fp32", a2a_overlap=True):
+          attention=None, shape=None, grad_reduce="fp32", a2a_overlap=True, pp_layout=None,
+          optimizer_states="fp32", main_params="fp32"):
     """shape: {kv_heads, ffn_hidden, experts, ...} given on the command line (None: not given);
     a2a_overlap: Megatron-Core's combined 1F1B hides the expert-parallel alltoalls (step.py)."""
     shape = {k: v for k, v in (shape or {}).items() if v is not None}
+    mla = {MLA_KEYS[k]: shape.pop(k) for k in list(shape) if k in MLA_KEYS}
+    vocab, mtp = shape.get("vocab"), shape.pop("mtp_layers", None)
+    if mtp is not None:
+        shape["mtp"] = mtp
+    if (mla or mtp) and not (model or (layers and hidden)):
+        raise UsageError("the MLA flags (--kv-lora-rank ...) and --mtp-layers need --layers and --hidden "
+                         "(or a --model to change)")
+    if params and not layers and not hidden and set(shape) == {"vocab"}:
+        shape = {}                          # --params with a vocabulary: embeddings inside the count
     if model and params:
         raise UsageError("give --model or --params, not both")
     if model:
@@ -136,13 +154,16 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         if key not in PRESETS:
             raise UsageError(f"unknown --model {model!r} (known: {', '.join(PRESETS)}; or --params N)")
         w = dict(PRESETS[key], name=key)
+        if (shape or mla) and w.get("kind", "transformer") != "transformer":
+            raise UsageError(f"the shape flags (--vocab, --kv-heads, the MLA and --experts flags, --mtp-layers) "
+                             f"describe a transformer, not {key}")
         for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads)):
             if v:
                 w[k] = v
-        if shape and "ffn_hidden" not in w:   # a 2021 preset reshaped: its GeLU MLP of 4 h
+        if (shape or mla) and "ffn_hidden" not in w:   # a 2021 preset reshaped: its GeLU MLP of 4 h
             w.update(ffn_hidden=4 * w["hidden"], glu=False, tied=True)
         w.update(shape)
-    elif shape and layers and hidden:       # a shape: parameters follow from it
+    elif (shape or mla) and layers and hidden:   # a shape: parameters follow from it
         w = {"name": "custom", "layers": layers, "hidden": hidden, "heads": heads or max(1, hidden // 128),
              "ffn_hidden": 4 * hidden, "glu": "ffn_hidden" in shape, "seq_len": 2048, "vocab": 0,
              "source": "the shape given (--layers, --hidden, --ffn-hidden ...)"}
@@ -167,6 +188,12 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
     else:
         raise UsageError("give --model NAME or --params N (see --help)")
     w.setdefault("kind", "transformer")
+    if vocab and "params" in w and "ffn_hidden" not in w:
+        w["vocab"] = vocab
+    if (vocab or mla or mtp) and w["kind"] != "transformer":
+        raise UsageError(f"--vocab, the MLA flags and --mtp-layers describe a transformer, not {w['name']}")
+    if mla:
+        _mla(w, mla)
     if "ffn_hidden" in w:
         _complete_shape(w)
     if not 0 < w["params"] <= MAX_PARAMS:
@@ -209,7 +236,39 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         raise UsageError(f"unknown --grad-reduce {grad_reduce!r} ({', '.join(GRAD_REDUCE)})")
     w["grad_reduce"] = grad_reduce
     w["a2a_overlap"] = bool(a2a_overlap)
+    if optimizer_states not in OPTIMIZER_STATES:
+        raise UsageError(f"unknown --optimizer-states {optimizer_states!r} ({', '.join(OPTIMIZER_STATES)})")
+    if main_params not in MAIN_PARAMS:
+        raise UsageError(f"unknown --main-params {main_params!r} ({', '.join(MAIN_PARAMS)})")
+    if main_params != "fp32" and precision not in HALF:
+        raise UsageError(f"--main-params {main_params}: only with bf16 parameters (--precision bf16 or fp8); "
+                         f"with --precision {precision} the fp32 parameters are the master copy")
+    w["optimizer_states"], w["main_params"] = optimizer_states, main_params
+    if pp_layout is not None:                 # --pp-layout: the pipeline split to evaluate (pipeline.py)
+        from . import pipeline as P
+        if w["kind"] != "transformer":
+            raise UsageError("--pp-layout needs a transformer (a --model preset or --layers)")
+        counts = P.parse(pp_layout) if isinstance(pp_layout, str) else tuple(pp_layout)
+        P.check_given(counts, w["layers"])
+        w["pp_layout"] = counts
     return w        # given sizes were range-checked by select.check_numbers; presets are > 0
+
+
+def _mla(w, given):
+    """Multi-head latent attention (DeepSeek-V2/V3) from the flags, over a preset's own: the
+    key/value latent rank defines it; the query latent rank 0 is none (a full query projection);
+    rope dimension 64, no-rope head dimension h / a and the value head dimension that by default."""
+    m = dict(w.get("mla") or {})
+    m.update(given)
+    if not m.get("kv_lora"):
+        raise UsageError("--q-lora-rank, --qk-nope-dim, --qk-rope-dim and --v-head-dim describe multi-head latent "
+                         "attention: give --kv-lora-rank too")
+    m.setdefault("q_lora", 0)
+    m.setdefault("qk_rope", 64)
+    m.setdefault("qk_nope", w["hidden"] // w["heads"])
+    m.setdefault("v", m["qk_nope"])
+    w["mla"] = m
+    w["kv_heads"] = w["heads"]                # MLA: every head its own keys and values
 
 
 def _complete_shape(w):
@@ -226,6 +285,7 @@ def _complete_shape(w):
         raise UsageError(f"--heads ({w['heads']}) must be a multiple of --kv-heads ({w['kv_heads']})")
     w["params"] = SH.params(w)
     w["active_params"] = SH.params(w, active=True)
+    w["mtp_params"] = sum(SH.mtp_params(w))
 
 
 def executes_causal(w):
@@ -265,9 +325,14 @@ def logits_flops_per_sample(w, recompute="none"):
     redoes the transformer layers only (Megatron-Core's and torchtitan's checkpointing wrap
     the layers, not the output layer: Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h +
     V/16lh) counts it 3 x under full recomputation), so a recomputed forward adds none."""
-    if w["kind"] != "transformer" or not w.get("vocab"):
+    if w["kind"] != "transformer" or not (w.get("vocab") or w.get("mtp")):
         return 0.0, 0.0
     fwd = 2.0 * w["seq_len"] * w["vocab"] * w["hidden"]
+    if w.get("mtp"):                          # the MTP modules run beside the loss on the last stage
+        s = w["seq_len"]
+        fwd_c = fwd + s * SH.mtp_flops_per_token(w, s)
+        fwd_x = fwd + s * SH.mtp_flops_per_token(w, s, executes_causal(w))
+        return (3 + recompute_share(recompute)) * fwd_c, 3 * fwd_x
     return (3 + recompute_share(recompute)) * fwd, 3 * fwd
 
 
@@ -312,7 +377,7 @@ def tensors(w):
         for moe in _layer_kinds(w):
             attn = SH.attention_params(w)
             out += [attn, SH.layer_params(w, moe) - attn]
-        return out
+        return out + _mtp_units(w)
     h2 = w["hidden"] ** 2
     f = w["params"] / (12 * w["layers"] * h2)
     return [round(k * h2 * f) for k in (3, 1, 4, 4)] * w["layers"]
@@ -323,8 +388,14 @@ def units(w):
     if w["kind"] != "transformer":
         return tensors(w)
     if "ffn_hidden" in w:
-        return [SH.layer_params(w, moe) for moe in _layer_kinds(w)]
+        return [SH.layer_params(w, moe) for moe in _layer_kinds(w)] + _mtp_units(w)
     return [w["params"] / w["layers"]] * w["layers"]
+
+
+def _mtp_units(w):
+    """One unit per multi-token-prediction module (its layer, projection and norms)."""
+    n = w.get("mtp", 0)
+    return [sum(SH.mtp_params(w)) / n] * n if n else []
 
 
 def _layer_kinds(w):
