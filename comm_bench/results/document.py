@@ -351,6 +351,8 @@ def check_document(doc, path: str = "results") -> None:
     fast = _fast_schema_check()
     if fast is None or not fast.is_valid(doc):
         explain_schema_error(doc, path, fast)
+    from .health_checks import check as check_health
+    check_health(doc, path)
     checker = RecordChecker(doc, path)
     for i, rec in enumerate(doc["results"]):
         checker.check(i, rec)

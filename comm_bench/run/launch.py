@@ -1,4 +1,5 @@
-"""Who am I in this run? torchrun, mpirun and srun environments, or local ranks.
+"""Who am I in this run? torchrun, mpirun and srun environments, Kubernetes pods (an Indexed
+Job, a JobSet, a Kubeflow PyTorchJob or MPIJob: k8s_env.py), or local ranks.
 
 With no launcher environment, `--nprocs N` spawns N local ranks (see spawn.py),
 each of which then looks like a torchrun rank to this module.
@@ -15,13 +16,14 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..system.netutil import free_port, source_addr_towards
+from . import k8s_env
 
 DEFAULT_PORT = 29500
 
 
 @dataclass
 class LaunchInfo:
-    launcher: str           # torchrun | mpirun | srun | single
+    launcher: str           # torchrun | pytorchjob | mpirun | srun | indexed-job | jobset | single
     rank: int
     world_size: int
     local_rank: int
@@ -29,6 +31,7 @@ class LaunchInfo:
     master_addr: str | None
     master_port: int | None
     agent_store: bool = False  # torchrun's agent already hosts the store on MASTER_PORT
+    wait_dns: bool = False     # a Kubernetes pod: rank 0's name may not resolve yet
 
 
 def _int(env, *names):
@@ -57,18 +60,23 @@ def _checked(info: LaunchInfo) -> LaunchInfo:
 
 
 def detect(env=None) -> LaunchInfo:
-    """The launch environment, in order: torchrun-style, Open MPI / PMI, Slurm, none."""
+    """The launch environment, in order: torchrun-style (a PyTorchJob's too), Open MPI / PMI
+    (an MPIJob's ranks), Slurm, an Indexed Job or JobSet pod, none."""
     return _checked(_detect(os.environ if env is None else env))
 
 
 def _detect(env) -> LaunchInfo:
     port = _int(env, "MASTER_PORT")
+    pytorchjob = k8s_env.check_pytorchjob(env)
     if env.get("RANK") is not None and env.get("WORLD_SIZE") is not None:
         ws = _int(env, "WORLD_SIZE")
-        return LaunchInfo("torchrun", _int(env, "RANK"), ws, _int(env, "LOCAL_RANK") or 0,
-                          _int(env, "LOCAL_WORLD_SIZE") or ws, env.get("MASTER_ADDR", "127.0.0.1"),
+        # a PyTorchJob started without torchrun runs one process a pod
+        return LaunchInfo(pytorchjob or "torchrun", _int(env, "RANK"), ws, _int(env, "LOCAL_RANK") or 0,
+                          _int(env, "LOCAL_WORLD_SIZE") or (1 if pytorchjob else ws),
+                          env.get("MASTER_ADDR", "127.0.0.1"),
                           port or DEFAULT_PORT,
-                          agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
+                          agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+                          wait_dns=k8s_env.in_kubernetes(env))
     rank = _int(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     size = _int(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     if rank is not None and size is not None:
@@ -83,6 +91,10 @@ def _detect(env) -> LaunchInfo:
             port = DEFAULT_PORT + (_int(env, "SLURM_JOB_ID") or 0) % 1000 + 1
         return LaunchInfo("srun", _int(env, "SLURM_PROCID"), size, _int(env, "SLURM_LOCALID") or 0,
                           local_tasks(env, size), master, port)
+    pod = k8s_env.detect(env)
+    if pod is not None:   # one rank per pod; several GPUs a pod run under torchrun (docs/kubernetes.md)
+        launcher, rank, size, master, port = pod
+        return LaunchInfo(launcher, rank, size, 0, 1, master, port or DEFAULT_PORT, wait_dns=True)
     return LaunchInfo("single", 0, 1, 0, 1, None, None)
 
 
@@ -166,6 +178,8 @@ def rendezvous_address(info: LaunchInfo):
     """(host, port) of the store. Under mpirun without MASTER_ADDR, rank 0 offers
     its own address through MPI (mpi4py), the launcher's own channel."""
     if info.master_addr and info.master_port:
+        if info.wait_dns:
+            k8s_env.wait_resolvable(info.master_addr, info.master_port)
         return info.master_addr, info.master_port
     if info.launcher == "mpirun":
         try:

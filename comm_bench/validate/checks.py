@@ -74,6 +74,10 @@ def check(doc, rules=None, pairs=None):
                 or any(c["expected_gbs"] is not None for c in collective["checked"]):
             return report(doc, rules, findings + latency, {"collectives": collective["checked"], "diagnosis": diagnosis,
                                                            "latency": latency_checked})
+        from .health import present
+        if present(doc):    # the GPUs' and NICs' own readings are a check of their own
+            return report(doc, rules, findings + latency, {"collectives": collective["checked"],
+                                                           "diagnosis": diagnosis, "latency": latency_checked})
         if collective["checked"]:   # nothing to hold the busbw against: that is not a pass
             c = collective["checked"][0]
             raise NothingToCheck(f"nothing to check: collective records only, and no expected minimum for "
@@ -408,6 +412,10 @@ def _pairfinding(p, lm, obs, peer_med, rules, transport, flagged=()):
 
 
 def report(doc, rules, findings, checked):
+    from . import health
+    findings, read = health.apply(doc, findings, finding)    # causes beside findings; health findings
+    if read is not None:
+        checked = dict(checked, health=read)
     out = {"findings": findings, "checked": checked,
             "transport": doc.get("transport"), "world_size": doc.get("world_size"),
             "rules": {"min_size": rules["min_size"],

@@ -14,7 +14,10 @@ class NothingToCheck(UsageError):
 FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-host", "unstable-rank",
                  "unstable-pair", "high-latency-host", "high-latency-rank", "high-latency-pair",
                  "bad-switch-port", "link-degraded", "class-below-expected",
-                 "collective-below-expected", "wrong-data", "superseded-method", "run-failed", "regression")
+                 "collective-below-expected", "wrong-data", "superseded-method", "run-failed", "regression",
+                 # the GPUs' and NICs' own health readings (validate/health.py)
+                 "gpu-throttled", "gpu-pcie-degraded", "gpu-nvlink-down", "gpu-memory-errors", "gpu-xid",
+                 "nic-port-down", "nic-port-errors")
 
 
 # validate's exit status (README, docs/validate-rules.md): 0 pass, 1 findings, 2 bad input,

@@ -51,3 +51,8 @@ def test_sweep_pairwise_three_ranks_fills_matrix(tmp_path):
     cells = {(r["src"], r["dst"]) for r in doc["results"]}
     assert cells == {(s, d) for s in range(3) for d in range(3) if s != d}
     assert all(r["wrong"] == 0 and r["extra"]["counters"] for r in doc["results"])
+    # each rank read its port's health before and after its sweep (issue 40)
+    for rank in doc["ranks"]:
+        nic = rank["health"]["nic"]
+        assert nic["before"]["device"] == "rxe0" and nic["after"]["state"] == "ACTIVE", rank["health"]
+        assert "gpu" not in rank["health"]
