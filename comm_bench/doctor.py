@@ -36,6 +36,15 @@ def libraries():
     yield ("NCCL library (loaded at run time)", *_nccl())
 
 
+def separated(text: str) -> str:
+    """A multi-line error (each library tried, then what to do) as one line whose parts stay
+    apart: "tried: A: why; B: why; install ..."."""
+    lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return lines[0] + " " + "; ".join(lines[1:])
+    return "; ".join(lines)
+
+
 def _nccl():
     try:
         from .transports.nccl import load_nccl, version_string
@@ -43,7 +52,7 @@ def _nccl():
         _, path, code = load_nccl()
         return True, f"{version_string(code)} ({path})"
     except Exception as exc:  # noqa: BLE001 - any failure to load is "absent", with its reason
-        return False, " ".join(str(exc).split()) or type(exc).__name__  # says what it tried and what to do
+        return False, separated(str(exc)) or type(exc).__name__  # says what it tried and what to do
 
 
 def devices():
@@ -102,9 +111,15 @@ def transports():
         yield f"transport {name}", ok, "available" if ok else why
 
 
+def health():
+    """Each GPU's and RDMA port's health read now (clocks, throttling, PCIe, NVLink, ECC, port errors)."""
+    from .system.rank_health import doctor_lines
+    yield from doctor_lines()
+
+
 def all_checks() -> list:
     checks = []
     for group, gen in (("build", native_parts), ("libraries", libraries), ("devices", devices),
-                       ("buffers", buffers), ("transports", transports)):
+                       ("health", health), ("buffers", buffers), ("transports", transports)):
         checks += [{"group": group, "name": n, "ok": ok, "detail": d} for n, ok, d in gen()]
     return checks

@@ -64,8 +64,22 @@ def test_compare_transports_side_by_side(runs):
     p = run_cli("compare", runs["tcp"], runs["mpi"])
     assert p.returncode == (1 if out["status"] == "fail" else 0), p.returncode   # two loopback runs: either
     text = p.stdout
-    assert "A = tcp.json (tcp, 2 ranks), B = mpi.json (mpi, 2 ranks)" in text
-    assert "B busbw%" in text and "B p99(us)" in text
+    assert "# A = tcp.json (tcp, 2 ranks)\n# B = mpi.json (mpi, 2 ranks)" in text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    wide = run_cli("compare", runs["tcp"], runs["mpi"], "--wide").stdout       # every figure of every run
+    assert "A = tcp.json (tcp, 2 ranks), B = mpi.json (mpi, 2 ranks)" in wide
+    assert "B busbw%" in wide and "B p99(us)" in wide
+
+
+def unwrapped(text):
+    """compare's comment lines, wrapped to 80 columns ("#   " goes on), as one line each."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#   ") and out:
+            out[-1] += " " + line[4:]
+        else:
+            out.append(line)
+    return out
 
 
 def test_compare_shows_the_change(five, tmp_path):
@@ -87,7 +101,7 @@ def test_compare_marks_rows_sums_up_and_gates(five, tmp_path, bw, lat, tolerance
     p = run_cli("compare", five["tcp"], b, *args, check_rc=rc)
     rows = [line for line in p.stdout.splitlines() if line.strip().startswith("sendrecv")]
     assert len(rows) == 5 and all(r.split()[-1] == mark for r in rows), rows
-    lines = p.stdout.splitlines()
+    lines = unwrapped(p.stdout)
     assert lines[-3].startswith(summary), lines[-3]
     tol = f"{float(tolerance or 0.1) * 100:g}%"
     assert lines[-1] == ("# verdict: FAIL: B worse than A beyond 10% at confidence 0.95" if rc else
@@ -102,7 +116,8 @@ def test_compare_marks_rows_sums_up_and_gates(five, tmp_path, bw, lat, tolerance
 def test_compare_latency_rows_judge_the_median(five, tmp_path):
     slow = scaled(five["lat"], tmp_path / "slow.json", lat=1.5)
     p = run_cli("compare", five["lat"], slow, check_rc=1)
-    assert "# B vs A: 5 worse" in p.stdout and "median latency +50.0%" in p.stdout
+    text = "\n".join(unwrapped(p.stdout))
+    assert "# B vs A: 5 worse" in text and "median latency +50.0%" in text
     run_cli("compare", slow, five["lat"], check_rc=0)      # the other way round: better
 
 

@@ -63,11 +63,12 @@ def test_heatmap_of_a_latency_run_draws_latencies(lat_run, tmp_path):
     assert [p["size"] for p in data.panels] == [8, 64]
     want = medians_at(doc, 8)
     p = data.panels[0]
-    best = min(want.values())
+    import statistics
+    mid = statistics.median(want.values())      # the class's median pair (issue 42: not the fastest)
     for (s, d), v in want.items():      # by rank: axis entry i is rank i
         assert p["measured"][s, d] == pytest.approx(v)
-        assert p["util"][s, d] == pytest.approx(best / v)
-    assert "latency: median one-way" in legend_text(data)
+        assert p["util"][s, d] == pytest.approx(mid / v)
+    assert "cells: median one-way latency" in legend_text(data)
     out = tmp_path / "lat.png"
     proc = run_cli("heatmap", doc_path(doc, tmp_path), "-o", out, check_rc=0)
     assert "12 measured cells" in proc.stdout and out.stat().st_size > 10000

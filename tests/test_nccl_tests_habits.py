@@ -24,7 +24,9 @@ def test_o_with_a_redop_name_is_the_reduction_not_a_file(tmp_path):
                     "results.json (a file named max: -o ./max)"]
     doc = load_results(tmp_path / "results.json")
     assert [(r["redop"], r["wrong"]) for r in doc["results"]] == [("max", 0)]
-    assert re.search(r"^\s+1024\s+256\s+float32\s+max\s", p.stdout, re.M)
+    assert "# type float32, redop max\n" in p.stdout
+    wide = run_cli("report", tmp_path / "results.json", "--wide", check_rc=0).stdout   # nccl-tests' columns
+    assert re.search(r"^\s+1024\s+256\s+float32\s+max\s", wide, re.M)
     # a path is a file, even when it is named like a reduction
     run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "3", "-o", "./sum",
             "--no-progress", cwd=tmp_path, check_rc=0)
@@ -77,4 +79,4 @@ def test_nccl_tests_dtype_spellings(tmp_path, theirs, ours):
     p = run_cli("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1K", "-e", "1K", "-n", "3", "-d", theirs, "-o", out,
                 "--no-progress", check_rc=0)
     assert {r["dtype"] for r in load_results(out)["results"]} == {ours}
-    assert f" {ours} " in p.stdout
+    assert f"# type {ours}\n" in p.stdout         # said once above the 80-column table

@@ -83,7 +83,9 @@ def test_pairwise_runs_end_with_the_matrix(run):
         if r["size"] == 131072:
             recs.setdefault((r["src"], r["dst"]), []).append(r["busbw"])
     recs = {k: statistics.median(v) for k, v in recs.items()}
-    for text in (stdout, run_cli("report", path, check_rc=0).stdout):
+    report = run_cli("report", path, check_rc=0).stdout
+    wide = run_cli("report", path, "--wide", check_rc=0).stdout
+    for text, spec in ((stdout, ".2f"), (report, ".2f"), (wide, ".3f")):     # --wide: nvbandwidth's digits
         lines = text.splitlines()
         at = lines.index("# busbw (GB/s) at 131072 B, src rank (rows) -> dst rank (columns)")
         assert lines[at + 1].split() == ["#", "0", "1", "2"]
@@ -91,4 +93,4 @@ def test_pairwise_runs_end_with_the_matrix(run):
             cells = lines[at + 2 + s].split()
             assert cells[0] == str(s) and cells[1 + s] == "N/A"
             assert [c for d, c in enumerate(cells[1:]) if d != s] == \
-                [f"{recs[(s, d)]:.3f}" for d in range(3) if d != s]
+                [format(recs[(s, d)], spec) for d in range(3) if d != s]

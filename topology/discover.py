@@ -16,6 +16,7 @@ raising (the sweep stores it per host in results "hosts[].topology").
 import json
 import os
 import socket
+import textwrap
 import time
 
 from ..system.netutil import iface_addrs
@@ -192,23 +193,36 @@ def cuda_version(v):
     return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v >= 1000 else v
 
 
-def _aligned(rows):
-    """rows of cells -> lines, each column as wide as its widest cell (names vary in length)."""
+def _aligned(rows, width=None, lead="  "):
+    """rows of cells -> lines, each column as wide as its widest cell (names vary in length);
+    with `width`, the cells that do not fit go on a continuation line, aligned the same way."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    cut = len(widths)
+    while width and cut > 1 and len(lead) + sum(widths[:cut]) + 2 * (cut - 1) > width:
+        cut -= 1
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:cut], widths)).rstrip() for r in rows]
+    if cut == len(widths):
+        return lines
+    rest = _aligned([r[cut:] for r in rows], width, lead + "    ")
+    return [ln for pair in zip(lines, ("    " + x for x in rest)) for ln in pair]
 
 
-def format_text(snap):
-    """Human-readable topo report (what `comm-bench topo` prints)."""
+def _wrapped(text, width):
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False)) if width else text
+
+
+def format_text(snap, width=None):
+    """Human-readable topo report (what `comm-bench topo` prints); `width`: fit that many
+    columns (a device's cells over two lines, matrices in blocks of columns)."""
     out = [f"host {snap.get('host') or '?'}  ({snap.get('source')}, {snap.get('elapsed_s')} s)"]
     nv = snap.get("nvml") or {}
     if nv.get("available"):
         out.append(f"NVML: driver {nv.get('driver_version')}, CUDA {cuda_version(nv.get('cuda_driver_version'))}")
     else:
-        out.append(f"NVML: {nv.get('reason') or 'not available'}")
+        out.append(_wrapped(f"NVML: {nv.get('reason') or 'not available'}", width))
     numa = snap.get("numa") or []
     if numa:
-        out.append("NUMA: " + "; ".join(f"node{n['node']} cpus {n['cpulist']}" for n in numa))
+        out.append(_wrapped("NUMA: " + "; ".join(f"node{n['node']} cpus {n['cpulist']}" for n in numa), width))
     out.append("")
     out.append("GPUs:")
     if not snap.get("gpus"):
@@ -223,7 +237,7 @@ def format_text(snap):
                      f"NUMA {g.get('numa_node') if g.get('numa_node') is not None else '-'}",
                      f"PCIe gen{p.get('cur_gen')} x{p.get('cur_width')} (max gen{p.get('max_gen')} "
                      f"x{p.get('max_width')}) = {_gbs(p.get('cur_gbs'))}", nvs])
-    out += _aligned(rows)
+    out += _aligned(rows, width)
     out.append("NICs:")
     if not snap.get("nics"):
         out.append("  none")
@@ -234,7 +248,7 @@ def format_text(snap):
                      f"rate {n.get('rate') or '-'}", f"= {_gbs(n.get('rate_gbs'))}",
                      f"NUMA {n.get('numa_node') if n.get('numa_node') is not None else '-'}",
                      " ".join(n.get("addrs") or [])])
-    out += _aligned(rows)
+    out += _aligned(rows, width)
     m = snap.get("matrix")
     if m and m.get("labels"):
         out.append("")
@@ -243,21 +257,21 @@ def format_text(snap):
         for e in ents:
             cols["NUMA"].append(e.get("numa_node"))
             cols["CPU affinity"].append(e.get("local_cpulist"))
-        out.append(M.format_matrix(m, cols))
+        out.append(M.format_matrix(m, cols, width))
         out.append("")
-        out.append("Legend: " + "; ".join(f"{k} = {v}" for k, v in M.LEGEND.items()))
+        out.append(_wrapped("Legend: " + "; ".join(f"{k} = {v}" for k, v in M.LEGEND.items()), width))
         out.append("")
         out.append("Theoretical one-direction rate between devices (GB/s):")
         out.append(M.format_matrix({"labels": m["labels"], "cells": [
             ["-" if i == j else (f"{r:g}" if r else "N/A") for j, r in enumerate(row)]
-            for i, row in enumerate(m["rates_gbs"])]}))
+            for i, row in enumerate(m["rates_gbs"])]}, width=width))
     acs = [b for b in snap.get("bridges") or [] if b.get("acs")]
     if acs:
         out.append("")
-        out.append("ACS on bridges: " + ", ".join(
-            f"{b['bdf']} {'+'.join(b['acs']['enabled']) or 'off'}" for b in acs))
+        out.append(_wrapped("ACS on bridges: " + ", ".join(
+            f"{b['bdf']} {'+'.join(b['acs']['enabled']) or 'off'}" for b in acs), width))
     for w in snap.get("warnings") or []:
-        out.append(f"warning: {w}")
+        out.append(_wrapped(f"warning: {w}", width))
     for e in snap.get("errors") or []:
-        out.append(f"error: {e}")
+        out.append(_wrapped(f"error: {e}", width))
     return "\n".join(out)

@@ -126,20 +126,35 @@ def build(gpus, nics, pci):
             "classes": classes, "rates_gbs": rates, "legend": LEGEND}
 
 
-def format_matrix(m, extra_cols=None):
+def format_matrix(m, extra_cols=None, width=None):
+    """nvidia-smi topo -m's matrix; with `width` (a terminal's columns), a matrix wider than
+    that is printed in blocks of columns, each under its own header, the extra columns
+    (NUMA, CPU affinity) last."""
     labels = m["labels"]
     if not labels:
         return "(no GPUs or NICs found)"
     widest = max(len(str(c)) for row in m["cells"] for c in row) if m["cells"] else 0
     w = max(6, max(len(x) for x in labels) + 1, widest + 2)  # cells never run together
-    head = " " * w + "".join(f"{x:>{w}}" for x in labels)
     extra_cols = extra_cols or {}
-    if extra_cols:
-        head += "".join(f"  {k:<12}" for k in extra_cols)
-    lines = [head]
-    for i, lab in enumerate(labels):
-        row = f"{lab:<{w}}" + "".join(f"{c:>{w}}" for c in m["cells"][i])
-        for col in extra_cols.values():
-            row += f"  {str(col[i] if col[i] is not None else 'N/A'):<12}"
-        lines.append(row)
+    full = w * (len(labels) + 1) + 14 * len(extra_cols)
+    per = len(labels) if not width or full <= width else max(1, (width - w) // w)
+    blocks = [list(range(i, min(i + per, len(labels)))) for i in range(0, len(labels), per)]
+    lines = []
+    for b, cols in enumerate(blocks):
+        last = b == len(blocks) - 1 and (per == len(labels))    # extras beside the matrix when it fits
+        head = " " * w + "".join(f"{labels[j]:>{w}}" for j in cols)
+        if last and extra_cols:
+            head += "".join(f"  {k:<12}" for k in extra_cols)
+        lines += ([""] if b else []) + [head.rstrip()]
+        for i, lab in enumerate(labels):
+            row = f"{lab:<{w}}" + "".join(f"{m['cells'][i][j]:>{w}}" for j in cols)
+            if last:
+                for col in extra_cols.values():
+                    row += f"  {str(col[i] if col[i] is not None else 'N/A'):<12}"
+            lines.append(row.rstrip())
+    if extra_cols and per != len(labels):
+        lines += ["", (" " * w + "".join(f"  {k:<12}" for k in extra_cols)).rstrip()]
+        for i, lab in enumerate(labels):
+            lines.append((f"{lab:<{w}}" + "".join(f"  {str(col[i] if col[i] is not None else 'N/A'):<12}"
+                                                   for col in extra_cols.values())).rstrip())
     return "\n".join(lines)

@@ -8,70 +8,75 @@ import sys
 
 import click
 
+from .. import ops as ops_mod
 from .. import registry
 from ..errors import UsageError
-from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..sizes import size_range
 from ..run.sweep import SweepConfig
-from .sweep import _env, _transport_options, launch
+from . import run_options
+from .run_options import EXIT_STATUS, env
+from .sweep import launch, output_or_redop
 
 
-@click.command(context_settings={"show_default": True})
-@click.option("-t", "--transport", default="nccl", envvar=_env("transport"),
-              help="A transport with a collective and sendrecv (nccl, torch-nccl, gloo, mpi).")
-@click.option("--op", "op_name", default="all_reduce", envvar=_env("check_op"), help="The collective.")
-@click.option("-b", "--minbytes", default="1M", envvar=_env("minbytes"), help="Smallest collective size.")
-@click.option("-e", "--maxbytes", default="4M", envvar=_env("maxbytes"),
-              help="Largest collective size; the pairs run at this size.")
-@click.option("-f", "--stepfactor", default="2", envvar=_env("stepfactor"), help="Size multiplier.")
-@click.option("-n", "--iters", default=10, type=int, envvar=_env("iters"), help="Timed iterations per size.")
-@click.option("-w", "--warmup_iters", "warmup", default=2, type=int, envvar=_env("warmup_iters"),
-              help="Untimed iterations per size.")
-@click.option("--expect-busbw", type=float, default=None, envvar=_env("expect_busbw"),
+def _checkable(cls, op="all_reduce") -> bool:
+    """A transport check can run: the collective and sendrecv (pair rounds)."""
+    return "collective" in cls.patterns and "sendrecv" in cls.ops and op in cls.ops
+
+
+def _available_here(transport, op):
+    """TransportUnavailable naming the transports check could use here instead (`-t gloo` on
+    a machine without GPUs), when -t's cannot run."""
+    ok, why = registry.get(transport).probe()
+    if ok:
+        return
+    from ..transports.base import TransportUnavailable
+    others = [name for name, cls in registry.transports().items()
+              if name != transport and _checkable(cls, op) and cls.probe()[0]]
+    hint = f"; try -t {others[0]}" + (f" (available here: {', '.join(others)})" if len(others) > 1 else "") \
+        if others else ""
+    raise TransportUnavailable(f"transport '{transport}' is not available here: {why}{hint}")
+
+
+@click.command(context_settings={"show_default": True},
+               help="Collective first, then localize: which link, host or GPU holds it back.\n\n" + EXIT_STATUS)
+@click.option("-t", "--transport", default="nccl", envvar=env("transport"),
+              help="A transport with a collective and sendrecv: "
+                   f"{', '.join(n for n, c in registry.transports().items() if _checkable(c))}.")
+@click.option("--op", "op_name", default="all_reduce", envvar=env("check_op"), help="The collective.")
+@run_options.sizes(minbytes="1M", maxbytes="4M", iters=10, warmup=2,
+                   maxbytes_help="Largest collective size; the pairs run at this size.")
+@run_options.data()
+@click.option("--expect-busbw", type=float, default=None, envvar=env("expect_busbw"),
               help="The collective's expected busbw in GB/s [default: from the links' rates and the rules].")
 @click.option("--localize", type=click.Choice(["auto", "always", "never"]), default="auto",
-              envvar=_env("localize"), help="auto: pair rounds only when the collective is below expectation.")
-@click.option("--confirm", default=DEFAULT_ALTERNATIONS, type=click.IntRange(0, 64), envvar=_env("confirm"),
-              help="Re-measure each suspect this many times next to known-good pairs (0: off).")
+              envvar=env("localize"), help="auto: pair rounds only when the collective is below expectation.")
 @click.option("--rules", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_RULES",
               help="validate rules (docs/validate-rules.md).")
-@click.option("--nprocs", "-N", default=None, type=int, envvar=_env("nprocs"),
-              help="Local ranks to spawn when no launcher (torchrun, mpirun, srun) started us.")
-@click.option("-o", "--output", default="check.json", envvar=_env("output"),
-              help="Results JSON file. A comm-bench document already there is kept (unless --force): the run "
-                   "writes the next free numbered name (check.1.json, ...) and says so; its last line names the file.")
-@click.option("--force", is_flag=True, envvar=_env("force"),
-              help="Replace -o, whatever it holds (an earlier run's document, or a file that is not one).")
-@click.option("--timeout", default=60.0, type=float, envvar=_env("timeout"),
-              help="Seconds before a silent peer counts as dead.")
-@click.option("--addr", default=None, envvar=_env("addr"), help="Address peers reach this rank on.")
-@click.option("--oversubscribe", is_flag=True, envvar=_env("oversubscribe"),
-              help="Run even with more ranks than this host's cores hold.")
 @click.option("--json", "as_json", is_flag=True, help="Print validate's report as JSON.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on a terminal.")
-@_transport_options
-def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, expect_busbw, localize, confirm,
-          rules, nprocs, output, force, timeout, addr, oversubscribe, as_json, progress, **transport_options):
-    """Collective first, then localize: which link, host or GPU holds it back.
-
-    Exit status: 0 no findings, 1 findings or a failed run, 2 bad input.
-    """
+@run_options.launch(output="check.json", numbered="check.1.json, ...", resume=False)
+@run_options.transport_options(accepts=_checkable)
+def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, check, dtype, redop, root,
+          expect_busbw, localize, rules, as_json, nprocs, output, force, timeout, addr, oversubscribe,
+          progress, wide, confirm, **transport_options):
     from ..run.check import CheckRun
     cls = registry.get(transport)
-    from ..ops import get as get_op
-    if op_name == "sendrecv" or not get_op(op_name).collective:
+    output, redop = output_or_redop(output, redop, default="check.json")
+    check = run_options.checked_data(check)
+    if op_name == "sendrecv" or not ops_mod.get(op_name).collective:
         raise UsageError(f"--op {op_name} is not a collective: give one such as all_reduce or all_gather")
-    if "collective" not in cls.patterns or "sendrecv" not in cls.ops or op_name not in cls.ops:
+    if not _checkable(cls, op_name):
         raise UsageError(f"check needs a transport with the collective '{op_name}' and sendrecv: "
                          f"'{transport}' has {', '.join(cls.ops)} (try -t nccl, gloo or mpi)")
     if expect_busbw is not None and not 0 < expect_busbw < float("inf"):
         raise UsageError(f"--expect-busbw must be a number of GB/s above 0 (got {expect_busbw})")
-    mine = {o.dest for o in cls.options}
+    options = run_options.own_options(transport, transport_options)
+    _available_here(transport, op_name)
     cfg = SweepConfig(transport=transport, ops=[op_name, "sendrecv"], sizes=size_range(minbytes, maxbytes, stepfactor),
-                      iters=iters, warmup=warmup, pattern="pairwise-concurrent", timeout=timeout, output=output,
-                      addr=addr, progress=progress, force=force, oversubscribe=oversubscribe, confirm=confirm,
+                      iters=iters, warmup=warmup, check=check, dtype=ops_mod.canonical_dtype(dtype), redop=redop,
+                      root=root, pattern="pairwise-concurrent", timeout=timeout, output=output,
+                      addr=addr, progress=progress, wide=wide, force=force, oversubscribe=oversubscribe, confirm=confirm,
                       rules=rules, runner=CheckRun, expect_busbw=expect_busbw, localize=localize,
-                      options={k: v for k, v in transport_options.items() if k in mine})
+                      options=options)
     if rules:
         os.environ["COMM_BENCH_RULES"] = rules      # the spawned ranks read the same rules
 

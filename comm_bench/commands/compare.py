@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..validate.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
+from .run_options import wide_option
 
 
 @click.command()
@@ -29,7 +30,8 @@ from ..validate.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
                    "iterations cannot show (a whole run shifted by the scheduler).")
 @click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
 @click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
-def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats, ops, sizes):
+@wide_option()
+def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats, ops, sizes, wide):
     """Per op, mode and size: busbw, median and p99 latency of every run (medians over
     pairs) and their change from the first run, marked better / worse beyond --tolerance
     where the data support it at --confidence, "noise" where they do not.
@@ -55,7 +57,8 @@ def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats
     groups = [(_group_name([n for n, _ in docs[i:i + repeats]]), [d for _, d in docs[i:i + repeats]])
               for i in range(0, len(docs), repeats)]
     out = run(groups if repeats > 1 else docs, tolerance, parse_size(min_size, "--min-size"), confidence)
-    click.echo(json.dumps(out, indent=1) if as_json else format_text(out))
+    from ..views.compare_table import narrow
+    click.echo(json.dumps(out, indent=1) if as_json else format_text(out) if wide else narrow(out))
     if html_out:
         from ..views.interactive import write_compare_page
         write_compare_page([(n, g[0]) for n, g in groups], out, html_out)   # curves: each run's first repeat

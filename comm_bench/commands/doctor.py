@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..doctor import all_checks
+from ..views.table import fit
 
 
 @click.command()
@@ -22,6 +23,6 @@ def doctor(as_json):
             if c["group"] != group:
                 group = c["group"]
                 click.echo(f"[{group}]")
-            click.echo(f"  {'ok ' if c['ok'] else 'no '} {c['name']}: {c['detail']}")
+            click.echo(fit(f"  {'ok ' if c['ok'] else 'no '} {c['name']}: {c['detail']}", indent=6))
     core_ok = next(c["ok"] for c in checks if c["name"].startswith("native _C"))
     sys.exit(0 if core_ok else 1)

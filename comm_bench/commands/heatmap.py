@@ -15,13 +15,18 @@ from ..views.heatmap import BY_CHOICES
               help="The op to show (default: the one with the most pair records).")
 @click.option("--interactive", is_flag=True,
               help="HTML with Plotly (embedded, works offline): hover, size selector, rank search.")
-def heatmap(results, out, by, op, interactive):
+@click.option("--size", "sizes", multiple=True, envvar="COMM_BENCH_HEATMAP_SIZE",
+              help="A panel at this size (K/M/G; repeat for more: --size 1M --size 64M) [default: up to 4 "
+                   "sizes, the smallest, the largest and log-spaced between].")
+def heatmap(results, out, by, op, interactive, sizes):
     """Colour every measured pair by utilisation = measured / theoretical rate of its link.
 
     One panel per size class; N/A where nothing was measured; axes labelled host:device.
     """
+    from ..sizes import parse_size
     from ..views.heatmap_output import make
-    info = make(results, out, by=by, op=op, interactive=interactive)
+    sizes = [parse_size(s, "--size") for s in sizes] or None
+    info = make(results, out, by=by, op=op, interactive=interactive, sizes=sizes)
     if "aggregated" in info:
         a = info["aggregated"]
         click.echo(f"wrote {info['out']}: {a['nodes']} nodes aggregated ({a['block']} x {a['block']} per cell), "

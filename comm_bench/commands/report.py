@@ -11,13 +11,14 @@ import click
 
 from ..results import data_error, export
 from ..views import table
+from .run_options import wide_option
 from ..errors import UsageError
 from ..results.records import buffer_label
 from ..results.document import load_measured as load
 
 
 @click.command()
-@click.argument("results_file", type=click.Path(dir_okay=False))
+@click.argument("results_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "jsonl"]), default="table",
               envvar="COMM_BENCH_REPORT_FORMAT", show_default=True,
               help="Output on stdout (csv: unrounded, snake_case columns; jsonl: one record a line).")
@@ -30,8 +31,20 @@ from ..results.document import load_measured as load
               help="The --html report with Plotly charts (embedded, works offline): hover, size selector.")
 @click.option("--prometheus", "prom_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the records as an OpenMetrics textfile (node_exporter's textfile collector).")
-def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out):
-    """Print the records of a results file (as written by `comm-bench sweep -o`)."""
+@click.option("--reference", is_flag=True,
+              help="What healthy 8-GPU H100/H200/B200/A100 nodes and 400G/200G InfiniBand links read at "
+                   "large sizes, each figure with its public source (no results file needed).")
+@wide_option()
+def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out, wide, reference):
+    """Print the records of a results file (as written by `comm-bench sweep -o`), or with
+    --reference what healthy hardware reads ("is this number normal?")."""
+    if reference:
+        from ..views import reference as ref
+        click.echo(json.dumps(ref.load(), indent=1) if fmt == "json" else ref.text())
+        if results_file is None:
+            return
+    if results_file is None:
+        raise UsageError("give a results file (comm-bench report results.json), or --reference")
     doc = load(results_file)
     if interactive and not html_out:
         raise UsageError("--interactive shapes the --html report: give --html FILE too")
@@ -53,18 +66,23 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
         err = data_error.of_document(doc)
         if err:
             print(f"# {data_error.describe(err)}")
+        noted = False
         for op, mode, buf in dict.fromkeys((r["op"], r.get("mode", "bw"), buffer_label(r)) for r in records):
             rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode and buffer_label(r) == buf]
             print(f"# op {op}" + (f", mode {mode}" if mode != "bw" else "") +
                   (f", buffer {buf}" if buf != "host" else ""))
             iters = [r["iters"] for r in rows if isinstance(r.get("iters"), int)]
-            note = table.tail_note(min(iters), mode) if iters else None
-            if note:
-                print(note)
-            print(table.header(mode))
+            layout = table.Layout(mode, min(iters) if iters else None, wide=wide,
+                                  pairs=any(r.get("src") is not None for r in rows))
+            note = None if noted else layout.note()
+            noted = noted or bool(note)
+            for line in (layout.about(op, rows[0].get("dtype"), rows[0].get("redop"), rows[0].get("root")),
+                         note, *layout.header()):
+                if line:
+                    print(line)
             for r in rows:
-                print(table.row(r))
-            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0, mode)))
+                print(layout.row(r))
+            print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0, mode, wide)))
     if prom_out:
         export.write_prometheus(doc, records, prom_out)
         print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)

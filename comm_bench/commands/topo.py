@@ -6,9 +6,10 @@ import os
 import click
 
 from ..errors import UsageError
+from .run_options import wide_option
 
 
-def show(as_json=False, root="/", fixture=None, nvml_json=None, record_dir=None):
+def show(as_json=False, root="/", fixture=None, nvml_json=None, record_dir=None, wide=False):
     from .. import topology as t
 
     if record_dir:
@@ -21,7 +22,8 @@ def show(as_json=False, root="/", fixture=None, nvml_json=None, record_dir=None)
     if not os.path.isdir(os.path.join(root, "sys")):
         raise UsageError(f"--root {root}: no sys/ folder there (give / or a recorded tree)")
     snap = t.snapshot(root, nvml=nvml_json)
-    return json.dumps(snap, indent=1) if as_json else t.format_text(snap)
+    from ..views.table import WIDTH
+    return json.dumps(snap, indent=1) if as_json else t.format_text(snap, None if wide else WIDTH)
 
 
 @click.command()
@@ -33,6 +35,7 @@ def show(as_json=False, root="/", fixture=None, nvml_json=None, record_dir=None)
               help="Recorded NVML JSON instead of querying NVML.")
 @click.option("--record", "record_dir", default=None, type=click.Path(file_okay=False),
               help="Record this node's sysfs subset + NVML into DIR (a fixture tree).")
-def topo(as_json, root, fixture, nvml_json, record_dir):
+@wide_option()
+def topo(as_json, root, fixture, nvml_json, record_dir, wide):
     """Show this node's topology: GPUs, NVLink, PCIe, NUMA, NICs and the GPU/NIC matrix."""
-    click.echo(show(as_json, root, fixture, nvml_json, record_dir))
+    click.echo(show(as_json, root, fixture, nvml_json, record_dir, wide))

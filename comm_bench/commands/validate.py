@@ -6,7 +6,7 @@ import click
 
 
 @click.command()
-@click.argument("results", type=click.Path(dir_okay=False))
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--rules", default=None, type=click.Path(dir_okay=False), envvar="COMM_BENCH_RULES",
               help="Rules file (YAML or JSON) merged over the defaults (docs/validate-rules.md).")
 @click.option("--junit", default=None, type=click.Path(dir_okay=False),
@@ -24,9 +24,16 @@ import click
 @click.option("--dry-run", is_flag=True, help="With --slurm-drain: print the scontrol commands, run none.")
 @click.option("--prometheus", "prom_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the verdict as an OpenMetrics textfile (run time, pass, per-host ok).")
-def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, slurm_drain, dry_run, prom_out):
+@click.option("--node-problem", default=None, metavar="HOST",
+              help="Only HOST's verdict, as a Node Problem Detector custom plugin: one line, exit 0 ok, "
+                   "1 problem, 2 unknown (docs/kubernetes.md).")
+def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, slurm_drain, dry_run, prom_out,
+             node_problem):
     """Check every link class against its expected minimum and its peers (and, with
     --baseline, every busbw and latency against an earlier run).
+
+    Several documents (validate *.json): each checked on its own, one verdict over all,
+    each finding naming its document.
 
     Exit status: 0 pass, 1 findings, 2 bad input or nothing to check, 3 no findings but
     suspects left unconfirmed (the sweep ran with --confirm 0). With --slurm-drain: 2
@@ -44,6 +51,12 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
     if slurm_drain and not dry_run:
         drain.require_scontrol()        # before the work: a clean run must not pass without it
     rules = load_rules(rules)
+    if len(results) > 1:
+        from .validate_many import several
+        sys.exit(several(results, rules, as_json, dict(
+            baseline=baseline, junit=junit, drain_list=drain_list, slurm_drain=slurm_drain, prometheus=prom_out,
+            node_problem=node_problem)))
+    (results,) = results
     # a baseline compares records one by one: both documents are then read whole
     doc, pairs = (load_results(results), None) if baseline else read(results)
     base = [load_results(b) for b in baseline] or None
@@ -62,7 +75,15 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
             raise UsageError(f"--baseline {names}: no op, mode and size in common with {results} "
                              f"(bandwidth sizes from {rules['min_size']} up)")
     rows = write_outputs(report, doc, junit, drain_list, prom_out)
-    click.echo(to_json(report) if as_json else "\n".join(lines + [format_text(report)]))
+    if node_problem is not None:    # NPD reads one line and the exit code, nothing else
+        from ..validate.npd import verdict
+        code, line = verdict(rows, report, node_problem)
+        click.echo(line)
+        sys.exit(code)
+    from .validate_many import left_out, with_left_out
+    report["left_out"] = left_out(doc, pairs, report, rules)       # said on screen, not only in JSON
+    click.echo(to_json(report) if as_json else "\n".join(lines + [with_left_out(format_text(report),
+                                                                                  report["left_out"])]))
     if slurm_drain:     # the commands of a dry run are its output; the drained nodes a note
         drain.slurm_drain(rows, dry_run, echo=lambda s: click.echo(s, err=as_json or not dry_run))
     sys.exit(exit_code(report))     # SystemExit passes through click and cli.main

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..schedule import schedule
 from .sweep import _RankRun
-from ..views.table import header, title
+from ..views.table import fit
 from ..validate.confirm import run_phase
 
 PAIR_PATTERN = "pairwise-concurrent"
@@ -21,11 +21,15 @@ PAIR_PATTERN = "pairwise-concurrent"
 class CheckRun(_RankRun):
     """The sweep's rank life cycle with check's plan (cfg.ops = [collective op, pair op])."""
 
+    def _work(self) -> int:
+        """The collective's sizes; the pair rounds, when check decides on them, grow the bar."""
+        return len(self._plan(self.cfg.ops[0]))
+
     def _sweep(self):
         cfg = self.cfg
         coll, pair = cfg.ops
         cfg.pattern = "collective"
-        self._title(coll)
+        self._table_head(coll)
         for size, asked in self._plan(coll):
             self._collective(coll, size, asked)
         decision = self._decide(coll) if self.rank == 0 else None
@@ -33,19 +37,15 @@ class CheckRun(_RankRun):
         cfg.pattern = PAIR_PATTERN
         if not decision["localize"]:
             return
-        self._title(pair)
         rounds = schedule(PAIR_PATTERN, self.n)
+        if self.rank == 0:
+            self.progress.grow(sum(len(pairs) for pairs in rounds))
+        self._table_head(pair)
         size, asked = self._plan(pair)[-1]
         for idx, pairs in enumerate(rounds):
             self._pairs(pair, size, idx, pairs, asked)
         if cfg.confirm:
             run_phase(self, pair, first_round=len(rounds))
-
-    def _title(self, op):
-        self._printed = []      # this op's rows (the sweep's footer reads them)
-        if self.rank == 0:
-            self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode, self.n, self.nhosts))
-            self.progress.line(header())
 
     def _decide(self, op):
         """Rank 0: {"localize": bool, "why": text}."""
@@ -72,5 +72,7 @@ class CheckRun(_RankRun):
             below = got < expect
             why = f"busbw {got:.3g} GB/s is {'below' if below else 'at or above'} the expected {expect:.3g} GB/s"
         localize = mode == "always" or (mode == "auto" and below)
-        self.progress.line(f"# check: {op} {why}: {'localizing with ' + PAIR_PATTERN + ' rounds' if localize else 'not localizing'}")
+        self.progress.line(fit(f"# check: {op} {why}: "
+                               f"{'localizing with ' + PAIR_PATTERN + ' rounds' if localize else 'not localizing'}",
+                               indent="#   "))
         return {"localize": localize, "why": why}

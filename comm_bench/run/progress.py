@@ -21,7 +21,31 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
+ETA_AFTER_S = 5.0    # a time-left estimate once the run has gone on this long (a rate to go by)
+
+
+def _time_left_column():
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class TimeLeft(ProgressColumn):
+        """rich's estimate of the time left, shown once the run is ETA_AFTER_S old: before
+        that a short run is over, and a long one has no rate yet to go by."""
+        def render(self, task):
+            left = task.time_remaining
+            if task.finished or left is None or (task.elapsed or 0) < ETA_AFTER_S:
+                return Text("")
+            left = int(left + 0.5)
+            text = f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}" if left >= 3600 else \
+                f"{left // 60}:{left % 60:02d}"
+            return Text(f"{text} left")
+    return TimeLeft()
+
+
 class Progress:
+    """One bar over the whole run: its total is the first pass's records, grown by the
+    confirm phase's (or check's pair rounds') when they are planned."""
+
     def __init__(self, total: int, enabled: bool = True):
         self._bar = None
         self._console = None
@@ -30,9 +54,12 @@ class Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
 
-            self._console = Console()
-            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), console=self._console, transient=True)
+            # the bar's own terminal codes go to the terminal itself; every line of text is
+            # escaped on its way (line()), as stdout escapes it (printable.py)
+            raw = getattr(sys.stdout, "_stream", sys.stdout)
+            self._console = Console(file=raw)
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     _time_left_column(), console=self._console, transient=True)
             self._task = self._bar.add_task("sweep", total=total)
             self._bar.start()
 
@@ -41,7 +68,8 @@ class Progress:
             return
         try:
             if self._bar is not None:
-                self._bar.console.print(text, highlight=False, markup=False, soft_wrap=True)
+                from ..printable import escape
+                self._bar.console.print(escape(text), highlight=False, markup=False, soft_wrap=True)
             else:
                 print(text, flush=True)
         except BrokenPipeError:
@@ -52,9 +80,14 @@ class Progress:
             os.dup2(null, sys.stdout.fileno())
             os.close(null)
 
-    def advance(self, description: str = "") -> None:
+    def advance(self, description: str = "", steps: int = 1) -> None:
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=description)
+            self._bar.update(self._task, advance=steps, description=description)
+
+    def grow(self, steps: int) -> None:
+        """More work planned (the confirm phase's measurements): the total counts it."""
+        if self._bar is not None and steps:
+            self._bar.update(self._task, total=next(t.total for t in self._bar.tasks if t.id == self._task) + steps)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -36,9 +36,10 @@ from .progress import Progress
 from ..control.rendezvous import Store
 from ..results.document import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from ..control.secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
-from ..views.table import footer, header, matrix, row, tail_note, title
+from ..views.table import Layout, footer, matrix, title
 from ..transports.base import RankContext, TransportUnavailable
 from ..control.watchdog import Watchdog
+from ..system.rank_health import HEALTH_ENV, RankHealth, block
 
 # every timed iteration's sample reaches rank 0 (about 20 bytes of JSON each); this
 # bounds that traffic and rank 0's memory per record
@@ -79,6 +80,7 @@ class SweepConfig:
     groups: str | None = None           # topology pattern: HOST LEAF [POD] file (groups.py)
     records: str = "inline"             # inline | jsonl (results_stream.py: DOC.records.jsonl)
     wrote: bool = False                 # rank 0: this run's document is at `output` (results_line)
+    wide: bool = False                  # the tables' full nccl-tests form (--wide), else 80 columns
 
 
 def resolve(cfg: SweepConfig, world_size: int):
@@ -148,7 +150,7 @@ def _check_redop_root(cfg, cls, world_size):
 
 def document_options(cfg: SweepConfig) -> dict:
     """The sweep's settings as its results document records them."""
-    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner", "wrote")}
+    options = {k: v for k, v in vars(cfg).items() if k not in ("options", "progress", "force", "runner", "wrote", "wide")}
     options["transport_options"] = cfg.options
     return options
 
@@ -288,6 +290,7 @@ class _RankRun:
             if self.cfg.resume:
                 self.done = self._share_done()
             self._sweep()
+            self._record_health()
             # every rank learns whether the data was wrong: each exits 1 then, as nccl-tests does
             wrong = self.store.broadcast(0, "cb/data_error", data_error.summary(self.wrong_found)
                                          if self.rank == 0 else None)
@@ -332,6 +335,20 @@ class _RankRun:
             print(data_error.line(wrong, self.cfg.output), file=sys.stderr, flush=True)
         return 1
 
+    def _record_health(self):
+        """Every rank's after-sweep health reading into rank 0's document, beside its
+        before-reading (every rank takes part in the gather, reading or not)."""
+        after = self.health.after() if getattr(self, "health", None) else None
+        got = self.store.gather_to(0, "cb/health", after)
+        if self.rank != 0 or self.writer is None:
+            return
+        with self.lock:
+            for entry in self.writer.meta.get("ranks") or []:
+                i = entry.get("rank")
+                if isinstance(i, int) and 0 <= i < len(got) and got[i] is not None:
+                    before = {k: (v or {}).get("before") for k, v in (entry.get("health") or {}).items()}
+                    entry.update(_health_field(before, got[i]))
+
     def _leave_together(self):
         """Rank 0 hosts the store and leaves last: a rank still tearing down must not find
         the store gone (ranks leave at once, without interpreter shutdown)."""
@@ -371,13 +388,17 @@ class _RankRun:
                           options=dict(cfg.options), max_bytes=max(cfg.sizes), ops=tuple(cfg.ops),
                           redop=cfg.redop, root=cfg.root)
         self.transport.setup(ctx)
+        devices = self.transport.describe()
+        # read after setup (the GPU or port is chosen), before the first measurement
+        self.health = RankHealth(devices) if os.environ.get(HEALTH_ENV, "1") != "0" else None
         described = self.store.gather_to(0, "cb/describe", {
-            "devices": self.transport.describe(),
+            "devices": devices, "health": self.health.before() if self.health else None,
             "topology": _topology_snapshot() if info.local_rank == 0 else None})
         self.rounds = self._schedule()
         if self.rank != 0:
             return
-        ranks = [dict(t, devices=d["devices"]) for t, d in zip(self.table, described)]
+        ranks = [dict(t, devices=d["devices"], **_health_field(d.get("health"), None))
+                 for t, d in zip(self.table, described)]
         self.devices = [d["devices"] for d in described]
         hosts = {}
         for t, d in zip(self.table, described):
@@ -408,8 +429,7 @@ class _RankRun:
         cfg.output, cfg.wrote = self.writer.path, True
         self.writer.meta["options"] = dict(doc["options"], output=cfg.output)
         self.nhosts = len(hosts)
-        rounds = len(self.rounds) if cfg.pattern != "collective" else 1
-        self.progress = Progress(sum(len(self._plan(op)) for op in cfg.ops) * rounds, enabled=cfg.progress)
+        self.progress = Progress(self._work(), enabled=cfg.progress)
 
     def _schedule(self) -> list:
         """This run's rounds, the same on every rank (the topology pattern's groups file is
@@ -442,8 +462,14 @@ class _RankRun:
         if not all(k in self.done for k in keys):
             return False
         if self.rank == 0:
-            self.progress.advance(description)
+            self.progress.advance(description, len(keys))
         return True
+
+    def _work(self) -> int:
+        """The records the first pass writes (one per pair of a round, per size): the bar's
+        total, which the confirm phase grows by its own measurements when it plans them."""
+        per_size = 1 if self.cfg.pattern == "collective" else sum(len(pairs) for pairs in self.rounds)
+        return sum(len(self._plan(op)) for op in self.cfg.ops) * per_size
 
     def _plan(self, op):
         """(S, requested sizes) for op: collectives round for all ranks, pair ops for two."""
@@ -457,17 +483,11 @@ class _RankRun:
                 self.progress.line(f"# waived: {w['op']}: {w['reason']}")
         for op in self.cfg.ops:
             if self.rank == 0:
-                self.progress.line(title(op, self.cfg.transport, self.cfg.pattern, self.cfg.mode,
-                                         self.n, self.nhosts))
                 for size, asked in self._plan(op):
                     if asked != [size]:
                         self.progress.line(f"# {' and '.join(f'{a} B' for a in asked)} measured as {size} B "
                                            f"(whole elements on every rank)")
-                note = tail_note(self.cfg.iters, self.cfg.mode)
-                if note:
-                    self.progress.line(note)
-                self.progress.line(header(self.cfg.mode))
-            self._printed = []      # (busbw, wrong) of this op's rows, for the footer
+            self._table_head(op)
             if self.cfg.pattern == "collective":
                 for size, asked in self._plan(op):
                     self._collective(op, size, asked)
@@ -479,8 +499,24 @@ class _RankRun:
                     from ..validate.confirm import run_phase
                     run_phase(self, op, first_round=len(self.rounds))
             if self.rank == 0:
-                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n, self.cfg.mode):
+                for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n, self.cfg.mode,
+                                                                           self.cfg.wide):
                     self.progress.line(line)
+
+    def _table_head(self, op):
+        """Rank 0 prints op's title and header (the columns of the pattern the run has now),
+        and, once per run, what the table leaves out for lack of samples."""
+        self._printed = []      # (busbw, wrong) of this op's rows, for the footer
+        if self.rank != 0:
+            return
+        cfg = self.cfg
+        self.layout = Layout(cfg.mode, cfg.iters, pairs=cfg.pattern != "collective", wide=cfg.wide)
+        self.progress.line(title(op, cfg.transport, cfg.pattern, cfg.mode, self.n, self.nhosts))
+        for line in (self.layout.about(op, cfg.dtype, cfg.redop, cfg.root),
+                     None if getattr(self, "_noted", False) else self.layout.note(), *self.layout.header()):
+            if line:
+                self.progress.line(line)
+        self._noted = True
 
     def _run(self, op, size, peer=None, role=None, iters=None):
         cfg = self.cfg
@@ -552,7 +588,7 @@ class _RankRun:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.store.progressing()    # the others' wait for rank 0's next broadcast goes on while it writes
-        self.progress.line(row(record))
+        self.progress.line(self.layout.row(record))
         self._printed.append({k: record.get(k) for k in ("busbw", "wrong", "src", "dst", "size", "latency_us")})
         self.progress.advance(description)
 
@@ -593,6 +629,12 @@ def _measured(res) -> dict:
     return {"samples": res.samples_us, "wrong": res.wrong, "extra": res.extra,
             "round_trip": res.round_trip, "mean_us": res.mean_us,
             "both_directions": res.both_directions, "peak_gbps": res.peak_gbps}
+
+
+def _health_field(before, after) -> dict:
+    """{"health": block} for a rank entry, or {} (no GPU or RDMA port read: no key at all)."""
+    b = block(before, after)
+    return {"health": b} if b else {}
 
 
 def _topology_snapshot():

@@ -169,6 +169,7 @@ def run_phase(run, op, first_round=0):
                               for s in sus)
             run.progress.line(f"# confirm: re-measuring {names} against known-good pairs "
                               f"({len(rounds)} measurements)")
+            run.progress.grow(len(rounds))      # the bar's total counts them too
     rounds, at = run.store.broadcast(0, f"cb/confirm/{op}",
                                      (rounds, [s.get("size") for s in sus]) if run.rank == 0 else None)
     # bandwidth: the largest size (the figure a link is judged by); latency: the smallest,

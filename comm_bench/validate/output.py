@@ -39,6 +39,8 @@ def format_text(report):
     for g in lat.get("groups") or []:
         lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
                      f"{g['pairs']:>6} pairs  median {g['median_us']:.3g} us one-way  (latency: peers only)")
+    from .health import text_line
+    lines += text_line(c.get("health"))
     checked = ([f"{c.get('pairs', 0)} pairs, {c.get('ranks', 0)} ranks, "
                 f"sizes {', '.join(human_size(s) for s in c.get('sizes') or [])}"] if c.get("pairs") else []) \
         + ([f"latency of {lat['pairs']} pairs, {lat['ranks']} ranks"] if lat else []) \

@@ -2,8 +2,9 @@
 
 Each cell is one (src, dst) pair: utilisation = measured bandwidth / theoretical rate of
 the link class the pair crosses (comm_bench.topology.linkmap). Where no theoretical rate
-is known (loopback, virtual interfaces) the cell is relative to the best pair of the same
-class in that panel, and the legend says so. One panel per size class; N/A where
+is known (loopback, virtual interfaces) the cell is relative to the median pair of the same
+class in that panel (a healthy link reads about 100%, one lucky pair does not paint the
+others red), and the legend says so. One panel per size class; N/A where
 nothing was measured. Axes: ranks, GPUs, NICs or hosts (--by), labelled host:device.
 
     data = build(doc, by="rank")          # matrices (numpy), labels, classes
@@ -84,9 +85,10 @@ def pick_op(counts, op=None):
     return op
 
 
-def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None):
+def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None, sizes=None):
     """cells: the pair records' figures where a streaming reader kept them (Cells); the
-    pair records left in doc["results"] join them."""
+    pair records left in doc["results"] join them. sizes: the panels' sizes (--size),
+    else up to max_panels picked (size_classes)."""
     import numpy as np
 
     from ..topology.linkmap import LinkMap
@@ -108,7 +110,16 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None):
                          "only: run the sweep with --pattern pairwise, or draw busbw per size with "
                          "`comm-bench plot`")
     op = pick_op(cells.counts, op)
-    sizes = size_classes([size for o, size in cells.cols if o == op], max_panels)
+    measured = sorted({size for o, size in cells.cols if o == op})
+    if sizes:
+        from ..sizes import human_size
+        missing = [s for s in sizes if s not in measured]
+        if missing:
+            raise UsageError(f"--size {', '.join(human_size(s) for s in missing)}: op {op} was measured at "
+                             f"{', '.join(human_size(s) for s in measured)}")
+        sizes = sorted(set(sizes))
+    else:
+        sizes = size_classes(measured, max_panels)
     keys, labels, panels, classes_seen = cells.panels(op, sizes)
     nodes = [k[0] for k in keys]
     n = len(keys)
@@ -125,11 +136,11 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None):
         if norel.any():
             for cls in {c for c in cls_m[norel]}:
                 mask = norel & (cls_m == cls)
-                best = np.nanmax(meas[mask]) if mask.any() else np.nan
+                ref = np.nanmedian(meas[mask]) if mask.any() else np.nan
                 if mask.sum() < 2:
                     alone |= mask
-                elif best and best > 0:
-                    util[mask] = meas[mask] / best
+                elif ref and ref > 0:
+                    util[mask] = meas[mask] / ref
                     relative |= mask
         p["util"], p["relative"], p["alone"] = util, relative, alone
     counters = counter_series(doc, lm)
@@ -140,8 +151,8 @@ def build(doc, by="rank", max_panels=MAX_PANELS, op=None, cells=None):
 
 
 def _latency_scores(p, n):
-    """A latency panel's colour: the fastest pair of the class / this pair (1 = as fast as
-    the fastest; links have no theoretical latency, so peers are the reference)."""
+    """A latency panel's colour: the class's median latency / this pair's (1 = as fast as
+    the median pair; links have no theoretical latency, so peers are the reference)."""
     import numpy as np
 
     meas, cls_m = p["measured"], p["classes"]
@@ -149,18 +160,19 @@ def _latency_scores(p, n):
     alone = np.zeros((n, n), dtype=bool)
     for cls in {c for c in cls_m[~np.isnan(meas)]}:
         mask = ~np.isnan(meas) & (cls_m == cls)
-        best = np.nanmin(meas[mask])
-        if mask.sum() < 2 or not best > 0:
+        ref = np.nanmedian(meas[mask])
+        if mask.sum() < 2 or not ref > 0:
             alone |= mask
         else:
-            util[mask] = best / meas[mask]
+            util[mask] = ref / meas[mask]
     p["util"], p["relative"], p["alone"] = util, np.zeros((n, n), dtype=bool), alone
 
 
 def legend_text(data):
     if getattr(data, "metric", "bw") == "lat":
-        return ("latency: median one-way (us, half a round trip); colour = the fastest pair of its link class / "
-                "this pair (1 = as fast as the fastest; xN = N times its latency).  Grey = N/A (not measured).")
+        return ("cells: median one-way latency (us, half a round trip) and xN = N times its class's median "
+                "pair; colour = the class's median / this pair (1 = as fast as the median).  "
+                "Grey = N/A (not measured).")
     parts = []
     for cls, rates in sorted(data.classes_seen.items()):
         if rates:
@@ -169,11 +181,12 @@ def legend_text(data):
         elif all(p["alone"][p["classes"] == cls].all() for p in data.panels if (p["classes"] == cls).any()):
             parts.append(f"{cls}: no theoretical rate and one pair only: no comparison exists (GB/s shown)")
         else:
-            parts.append(f"{cls}: no theoretical rate (* = relative to the best pair of the class)")
+            parts.append(f"{cls}: no theoretical rate (* = % of the class's median pair)")
     old = {superseded(r) for r in data.doc.get("results") or []
            if type(r) is dict and r.get("op") == data.op} - {None}
     note = "".join(f"  NOT VALID: {why}." for why in sorted(old))
-    return ("link classes — " + "; ".join(parts) + ".  Grey = N/A (not measured)." if parts else
+    return ("cells: % of the link rate, then the measured GB/s.  link classes — " + "; ".join(parts)
+            + ".  Grey = N/A (not measured)." if parts else
             "no pairs measured") + note
 
 

@@ -24,7 +24,7 @@ def render_html(data, path, interactive=False):
     return write_file(path, html, "heatmap -o")
 
 
-def make(results, out, by="rank", op=None, interactive=False):
+def make(results, out, by="rank", op=None, interactive=False, sizes=None):
     """Load, build and render (PNG or HTML by the extension). Returns a summary dict."""
     t0 = time.monotonic()
     ext = os.path.splitext(out)[1].lower()
@@ -41,7 +41,7 @@ def make(results, out, by="rank", op=None, interactive=False):
         doc, cells = load_results(results), None       # the aggregated view reads records: whole
     if by == "switch" or (cells is None and aggregate(doc)):
         return _make_large(doc, out, ext, op, t0)
-    data = build(doc, by=by, op=op, cells=cells)
+    data = build(doc, by=by, op=op, cells=cells, sizes=sizes)
     measured = int(sum((~_isnan(p["measured"])).sum() for p in data.panels))
     if not data.panels or not measured:       # a heatmap of nothing is bad input, not "0 panel(s)", exit 0
         where = f"'{results}'" if isinstance(results, str) else "the results"

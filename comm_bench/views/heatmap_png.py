@@ -42,7 +42,8 @@ def _draw_panel(ax, data, p, cmap):
     util = p["util"]
     shown = np.ma.masked_invalid(util)
     im = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
-    ax.set_title(f"size {human_size(p['size'])}", fontsize=10)
+    ax.set_title(f"size {human_size(p['size'])}" + ("" if n <= 12 else f" ({'us' if data.metric == 'lat' else '%'})"),
+                 fontsize=10, pad=8)
     ax.set_xlabel("dst (receiver)", fontsize=8)
     ax.set_ylabel("src (sender)", fontsize=8)
     if n <= 32:
@@ -88,7 +89,7 @@ def _draw_panel(ax, data, p, cmap):
                 if data.metric == "lat":
                     txt = f"{m:.3g} us\nx{1 / u:.2f}" if big else f"{m:.3g}"
                 else:
-                    txt = f"{u * 100:.0f}%{mark}\n{m:.3g}" if big else f"{u * 100:.0f}{mark}"
+                    txt = f"{u * 100:.0f}%{mark}\n{m:.3g} GB/s" if big else f"{u * 100:.0f}{mark}"
                 colour = "black" if 0.25 < min(u, 1.0) < 0.85 else ("white" if u <= 0.25 else "black")
                 ax.text(j, i, txt, ha="center", va="center", fontsize=7 if big else 5, color=colour)
     return im
@@ -126,6 +127,15 @@ def _draw_margins(ax, data, util, cmap):
 
 
 def render_png(data, path, dpi=None):
+    fig = figure(data)
+    if dpi is None:
+        dpi = 100 if data.n <= 64 else 150
+    fig.savefig(path, dpi=dpi, format="png")
+    return path
+
+
+def figure(data):
+    """The heatmap's matplotlib Figure (panels, colour bar, counters, legend)."""
     matplotlib, Figure = mpl()
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#d9d9d9")
     k = max(1, len(data.panels))
@@ -133,7 +143,10 @@ def render_png(data, path, dpi=None):
     nrows = math.ceil(k / ncols)
     side = 5.5 if data.n <= 12 else (6.5 if data.n <= 64 else 7.0)
     extra = 2.8 if data.counters else 0.0
-    fig = Figure(figsize=(side * ncols + 1.5, side * nrows + 1.0 + extra), layout="constrained")
+    # a row's tick labels and x label (about 1.2 in under the matrix) keep clear of the title
+    # of the panel below: constrained layout with room between rows
+    fig = Figure(figsize=(side * ncols + 1.5, (side + 1.2) * nrows + 1.0 + extra), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.12, hspace=0.06)
     gs = fig.add_gridspec(nrows + (1 if data.counters else 0), ncols,
                           height_ratios=[side] * nrows + ([extra] if data.counters else []))
     im, axes = None, []
@@ -149,9 +162,9 @@ def render_png(data, path, dpi=None):
         cb = fig.colorbar(im, ax=axes, shrink=0.7, pad=0.02)
         rel = any(p["relative"].any() for p in data.panels)
         alone = any(p["alone"].any() for p in data.panels)
-        cb.set_label("fastest pair's latency / this pair's (1 = as fast as the fastest)" if data.metric == "lat" else
-                     "utilisation = measured / theoretical rate of the pair's link"
-                     + ("\n(* = no rate known: relative to the best pair of its class)" if rel else "")
+        cb.set_label("class's median latency / this pair's (1 = as fast as the median)" if data.metric == "lat" else
+                     "utilisation = measured GB/s / theoretical rate of the pair's link"
+                     + ("\n(* = no rate known: measured / the median pair of its class)" if rel else "")
                      + ("\n(grey with GB/s: no rate known and no other pair: no comparison)" if alone else ""),
                      fontsize=8)
         cb.ax.tick_params(labelsize=7)
@@ -159,11 +172,9 @@ def render_png(data, path, dpi=None):
         ax = fig.add_subplot(gs[nrows, :])
         _draw_counters(ax, data.counters)
     fig.suptitle(data.title(), fontsize=11)
-    fig.supxlabel(legend_text(data), fontsize=7)
-    if dpi is None:
-        dpi = 100 if data.n <= 64 else 150
-    fig.savefig(path, dpi=dpi, format="png")
-    return path
+    import textwrap     # the legend in lines as wide as the figure (about 16 characters an inch at 7 pt)
+    fig.supxlabel(textwrap.fill(legend_text(data), int(fig.get_figwidth() * 16)), fontsize=7)
+    return fig
 
 
 def _draw_counters(ax, series):

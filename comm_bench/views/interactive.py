@@ -87,20 +87,20 @@ def _cell_text(data, p, i, j):
         return f"{m:.3g} {data.unit}"
     if data.metric == "lat":
         return f"{m:.3g} us<br>x{1 / u:.2f}"
-    return f"{u * 100:.0f}%{'*' if p['relative'][i, j] else ''}<br>{m:.3g}"
+    return f"{u * 100:.0f}%{'*' if p['relative'][i, j] else ''}<br>{m:.3g} GB/s"
 
 
 def heatmap_div(data, include_js=True, div_id="heatmap"):
     """One heatmap per size panel of heatmap.build's data, a selector between them that
     opens on the largest size (small sizes are latency-bound: a healthy link reads low
-    there); colour = utilisation (%) (latency: fastest pair / this pair), each cell's
+    there); colour = utilisation (%) (latency: the class's median pair / this pair), each cell's
     figures printed in it up to CELL_TEXT_MAX ranks, unmeasured cells grey, hover = src
     -> dst, figures, link class."""
     go, _ = _go()
     n = data.n
     detail = n * n <= HOVER_CELLS_MAX
     lat = data.metric == "lat"
-    score = "fastest / this" if lat else "utilisation"
+    score = "median / this" if lat else "utilisation"
     fig = go.Figure()
     last = len(data.panels) - 1
     for k, p in enumerate(data.panels):
@@ -154,7 +154,7 @@ def rank_table(data, table_id="ranks"):
         warnings.simplefilter("ignore", RuntimeWarning)
         out_med, in_med = np.nanmedian(util, axis=1), np.nanmedian(util, axis=0)
     pct = lambda v: "" if v != v else f"{v * 100:.0f}%"  # noqa: E731
-    score = "fastest / this" if data.metric == "lat" else "util."
+    score = "median / this" if data.metric == "lat" else "util."
     order = np.argsort(np.where(np.isfinite(out_med), out_med, np.inf))
     rows = "".join(f"<tr><td class=l>{e(data.labels[i])}</td><td class=l>{e(data.nodes[i])}</td>"
                    f"<td>{pct(out_med[i])}</td><td>{pct(in_med[i])}</td></tr>" for i in order)

@@ -41,7 +41,7 @@ def _heat_section(data):
                         f"<td>{util}</td></tr>")
             if len(rows) > 200:
                 break
-    unit, score = data.unit, ("fastest / this" if data.metric == "lat" else "utilisation")
+    unit, score = data.unit, ("median / this" if data.metric == "lat" else "utilisation")
     if rows:
         parts.append(f"<table><tr><th>size</th><th class=l>link class</th><th>cells</th><th>min {unit}</th>"
                      f"<th>median {unit}</th><th>max {unit}</th><th>median {score}</th></tr>"
