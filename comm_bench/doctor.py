@@ -111,15 +111,33 @@ def transports():
         yield f"transport {name}", ok, "available" if ok else why
 
 
-def health():
-    """Each GPU's and RDMA port's health read now (clocks, throttling, PCIe, NVLink, ECC, port errors)."""
-    from .system.rank_health import doctor_lines
-    yield from doctor_lines()
-
-
 def all_checks() -> list:
     checks = []
     for group, gen in (("build", native_parts), ("libraries", libraries), ("devices", devices),
                        ("health", health), ("buffers", buffers), ("transports", transports)):
         checks += [{"group": group, "name": n, "ok": ok, "detail": d} for n, ok, d in gen()]
     return checks
+
+
+def health():
+    """Each GPU's and RDMA port's health read now (clocks, throttling, PCIe, NVLink, ECC, port
+    errors): (name, ok, detail), ok when validate's health rules see no problem in it."""
+    from .system import gpu_health, rdma_health, nvml_counters
+    from .validate.health import problems
+
+    def judged(kind, r):
+        doc = {"ranks": [{"rank": 0, "host": "here", "health": {kind: {"before": r, "after": r}}}]}
+        found = [p.text for p in problems(doc) if p.finding]
+        return not found and r.get("available") is not False, found
+
+    gpus = gpu_health.readings()
+    if not gpus:
+        yield "GPU health (NVML)", False, f"nothing to read: {nvml_counters.available()[1] or 'no GPU'}"
+    for r in gpus:
+        ok, found = judged("gpu", r)
+        index = (r.get("gpu") or {}).get("index")
+        yield (f"GPU {index} health", ok, gpu_health.summary(r) + (f" -- PROBLEM: {'; '.join(found)}" if found else ""))
+    for r in rdma_health.readings():
+        ok, found = judged("nic", r)
+        yield (f"RDMA {r.get('device')} port {r.get('port')} health", ok,
+               rdma_health.summary(r) + (f" -- PROBLEM: {'; '.join(found)}" if found else ""))

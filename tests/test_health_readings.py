@@ -6,6 +6,7 @@ import json
 
 from cbtest import run_cli
 from comm_bench.system import gpu_health, rdma_health, rdma_sysfs
+from comm_bench.validate.health import errors_between
 from comm_bench.system.rank_health import block, targets
 
 
@@ -51,7 +52,7 @@ def test_port_reading_keeps_error_counters_state_and_rate(tmp_path, monkeypatch)
     assert before["hw_counters"] == {"local_ack_timeout_err": 0, "out_of_sequence": 0}         # no settings
     _port(tmp_path, symbol_error=1207)
     after = rdma_health.reading("mlx5_2", 1)
-    assert rdma_health.errors_between(before, after) == {"symbol_error": 1204}
+    assert errors_between(before, after) == {"symbol_error": 1204}
     assert "symbol_error 1,207" in rdma_health.summary(after)
     assert rdma_health.reading("mlx5_2", 2) == {"available": False, "device": "mlx5_2", "port": 2,
                                                 "why": "no port 2 of mlx5_2 in sysfs"}

@@ -87,27 +87,3 @@ def block(before, after) -> dict | None:
         if b is not None or a is not None:
             out[what] = {"before": b, "after": a}
     return out or None
-
-
-def doctor_lines():
-    """(name, ok, detail) per GPU and RDMA port of this host, as doctor shows them: a
-    reading now, ok when validate's health rules see no problem in it."""
-    from . import gpu_health, rdma_health, nvml_counters
-    from ..validate.health import problems
-
-    def judged(kind, r):
-        doc = {"ranks": [{"rank": 0, "host": "here", "health": {kind: {"before": r, "after": r}}}]}
-        found = [p.text for p in problems(doc) if p.finding]
-        return not found and r.get("available") is not False, found
-
-    gpus = gpu_health.readings()
-    if not gpus:
-        yield "GPU health (NVML)", False, f"nothing to read: {nvml_counters.available()[1] or 'no GPU'}"
-    for r in gpus:
-        ok, found = judged("gpu", r)
-        index = (r.get("gpu") or {}).get("index")
-        yield (f"GPU {index} health", ok, gpu_health.summary(r) + (f" -- PROBLEM: {'; '.join(found)}" if found else ""))
-    for r in rdma_health.readings():
-        ok, found = judged("nic", r)
-        yield (f"RDMA {r.get('device')} port {r.get('port')} health", ok,
-               rdma_health.summary(r) + (f" -- PROBLEM: {'; '.join(found)}" if found else ""))

@@ -70,17 +70,6 @@ def readings() -> list:
     return [reading(d, p) for d in rdma_sysfs.devices() for p in rdma_sysfs.ports(d)]
 
 
-def errors_between(before: dict, after: dict) -> dict:
-    """{counter: increase} of the error counters that rose between two readings."""
-    out = {}
-    for sub in ("counters", "hw_counters"):
-        b, a = before.get(sub) or {}, after.get(sub) or {}
-        for k, v in a.items():
-            if k in b and isinstance(v, int) and isinstance(b[k], int) and v > b[k]:
-                out[k] = v - b[k]
-    return out
-
-
 def summary(r: dict) -> str:
     if not r.get("available"):
         return r.get("why") or "not readable"

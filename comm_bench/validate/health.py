@@ -211,7 +211,6 @@ def _nic_problems(rank, host, before, after, peer_rate):
                "check the cable, the switch port and the subnet manager")
             break
     if _ok(before) and _ok(after):
-        from ..system.rdma_health import errors_between
         rose = errors_between(before, after)
         if rose:
             named = sorted(rose.items(), key=lambda kv: (kv[0] not in NIC_ERRORS, -kv[1]))
@@ -331,3 +330,14 @@ def text_line(checked) -> list:
     probs = checked.get("problems") or []
     return [f"  health       {what} of {checked['ranks']} rank(s) read before and after the sweep: "
             + (f"{len(probs)} problem(s)" if probs else "no problems")]
+
+
+def errors_between(before: dict, after: dict) -> dict:
+    """{counter: increase} of the error counters that rose between two readings."""
+    out = {}
+    for sub in ("counters", "hw_counters"):
+        b, a = before.get(sub) or {}, after.get(sub) or {}
+        for k, v in a.items():
+            if k in b and isinstance(v, int) and isinstance(b[k], int) and v > b[k]:
+                out[k] = v - b[k]
+    return out

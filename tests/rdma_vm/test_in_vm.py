@@ -220,9 +220,9 @@ def test_port_health_reads_real_rxe_counters():
     after = rdma_health.reading("rxe0", 1)
     # rxe has no PMA counters/; under emulation its completer retries do rise over clean
     # traffic (seen: completer_retry_err +2): a cause validate names, never a finding alone
-    assert set(rdma_health.errors_between(before, after)) <= {k for k in after["hw_counters"]
-                                                              if "retry" in k or "seq" in k}
-    from comm_bench.validate.health import problems
+    from comm_bench.validate.health import errors_between, problems
+    assert set(errors_between(before, after)) <= {k for k in after["hw_counters"]
+                                                  if "retry" in k or "seq" in k}
     doc = {"ranks": [{"rank": 0, "host": "vm", "health": {"nic": {"before": before, "after": after}}}]}
     assert [p.text for p in problems(doc) if p.finding] == []
     assert rdma_health.summary(after).startswith("ACTIVE")
