@@ -72,7 +72,7 @@ def test_consistent_drop_across_sizes_is_worse_with_its_confidence(tmp_path):
         assert c["p_series"] == pytest.approx(1 / 32) and c["confidence"] == pytest.approx(1 - 1 / 32, abs=1e-4)
     s = out["summary"][0]
     assert (s["worse"], s["noise"]) == (5, 0) and s["worst"]["confidence"] == pytest.approx(0.9688, abs=1e-4)
-    text = run_cli("compare", f["a"], f["b"], check_rc=1).stdout.splitlines()
+    text = run_cli("compare", f["a"], f["b"], "--wide", check_rc=1).stdout.splitlines()
     assert text[-1] == "# verdict: FAIL: B worse than A beyond 10% at confidence 0.95"
     assert text[-2].startswith("# test: worse or better = beyond 10% at confidence 0.95 by both")
     # asked for more confidence than 5 sizes can give (2^-5 > 0.01): said, and not a failure

@@ -56,7 +56,7 @@ def test_identical_runs_shifted_as_a_whole_pass_with_repeats(tmp_path):
     assert [r["repeats"] for r in out["runs"]] == [5, 5]
     assert out["status"] == "pass" and out["summary"][0]["worse"] == 0
     assert {r["change"][0]["row_test"] for r in out["rows"]} == {"repeats-welch-log"}
-    text = run_cli("compare", *a, *b, "--repeats", "5", check_rc=0).stdout.splitlines()
+    text = run_cli("compare", *a, *b, "--repeats", "5", "--wide", check_rc=0).stdout.splitlines()
     assert "5 repeats: geometric means" in text[0] and "between-run spread" in text[-2]
 
 

@@ -64,7 +64,7 @@ def test_check_grows_the_bar_by_its_pair_rounds(tmp_path):
 
 
 def test_time_left_on_a_longer_run(tmp_path):
-    rc, text = on_terminal("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1M", "-e", "16M", "-n", "300", "-w", "1",
+    rc, text = on_terminal("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1M", "-e", "16M", "-n", "1200", "-w", "1",
                            "-c", "0", "--pattern", "pairwise", "--confirm", "0", "-o", tmp_path / "l.json",
                            timeout=300)
     rc2, short = on_terminal("sweep", "-t", "tcp", "--nprocs", "2", "-b", "8", "-e", "64", "-n", "5", "-w", "1",

@@ -46,8 +46,13 @@ class _Store:
 
 
 class _Progress:
+    """What run_phase uses of the sweep's progress: its lines (no bar to grow here)."""
+
     def __init__(self, echo):
         self.line = echo
+
+    def grow(self, steps: int) -> None:
+        pass
 
 
 class _Writer:
