@@ -14,9 +14,10 @@ PMA_ERRORS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_er
               "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
               "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
               "excessive_buffer_overrun_errors", "VL15_dropped")
-# hw_counters/ (driver-specific: mlx5, rxe, ...): names that say error, retry, timeout or drop
-_HW_ERROR = re.compile(r"(err|error|errors|discard|drop|dropped|retry|timeout|out_of_seq|out_of_sequence|"
-                       r"link_downed|nak)", re.I)
+# hw_counters/ (driver-specific: mlx5, rxe, ...): names with a word that says error, retry,
+# timeout or drop, matched word by word ("err" inside rxe's "ack_deferred" is no error)
+_HW_ERROR = re.compile(r"(?:^|_)(err|error|errors|discard|discards|drop|drops|dropped|retry|timeout|nak|"
+                       r"out_of_seq|out_of_sequence|link_downed)(?:_|$)", re.I)
 _HW_SETTINGS = {"lifespan"}
 
 
