@@ -25,19 +25,14 @@ import sys
 import time
 
 from ..errors import UsageError
+from .envvars import env_int
 
 RESOLVE_WAIT_ENV = "COMM_BENCH_RESOLVE_TIMEOUT"
 RESOLVE_WAIT_DEFAULT = 600      # seconds: image pulls on other nodes can take minutes
 
 
 def _int(env, name):
-    value = env.get(name, "")
-    if value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{name}={value!r} is not a whole number (check the manifest's env)") from None
+    return env_int(env, name, hint=" (check the manifest's env)")
 
 
 def in_kubernetes(env) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..system.netutil import free_port, source_addr_towards
 from . import k8s_env
+from .envvars import env_int as _int
 
 DEFAULT_PORT = 29500
 
@@ -32,16 +33,6 @@ class LaunchInfo:
     master_port: int | None
     agent_store: bool = False  # torchrun's agent already hosts the store on MASTER_PORT
     wait_dns: bool = False     # a Kubernetes pod: rank 0's name may not resolve yet
-
-
-def _int(env, *names):
-    for name in names:
-        if env.get(name, "") != "":
-            try:
-                return int(env[name])
-            except ValueError:
-                raise UsageError(f"{name}={env[name]!r} is not a whole number") from None
-    return None
 
 
 def _checked(info: LaunchInfo) -> LaunchInfo:

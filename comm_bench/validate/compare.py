@@ -34,7 +34,7 @@ import statistics
 
 from ..results.records import buffer_label, measured_gbs
 from ..sizes import human_size
-from .stats import rank_sum_p, signed_rank_p, t_cdf, welch_below_p
+from .stats import gmean, rank_sum_p, signed_rank_p, t_cdf, welch_below_p
 
 FIGURES = ("busbw", "p50_us", "p99_us")
 HIGHER_IS_BETTER = {"busbw": True, "p50_us": False, "p99_us": False}
@@ -122,11 +122,11 @@ def summarise_group(docs):
     for key in set(sums[0]).intersection(*sums[1:]):
         rows = [s[key] for s in sums]
 
-        def gmean(fig):
+        def mean_of(fig):       # a figure only where every repeat has it
             vals = [r[fig] for r in rows]
-            return math.exp(statistics.fmean(math.log(v) for v in vals)) if all(v and v > 0 for v in vals) else None
+            return gmean(vals) if all(v and v > 0 for v in vals) else None
         fig = judged_figure(key[1])
-        out[key] = {"busbw": gmean("busbw"), "p50_us": gmean("p50_us"), "p99_us": gmean("p99_us"),
+        out[key] = {"busbw": mean_of("busbw"), "p50_us": mean_of("p50_us"), "p99_us": mean_of("p99_us"),
                     "records": sum(r["records"] for r in rows), "se_log": None, "df": None,
                     "repeats": len(rows),
                     "repeat_logs": [math.log(r[fig]) for r in rows if r[fig] and r[fig] > 0]}
@@ -168,9 +168,9 @@ def _margins(tolerance, higher_is_better):
 def _row_p(old, new, sign, margin):
     """The row's own test: (name, p) for "new's log gain over old is below margin"
     (sign: +1 when a higher figure is better)."""
+    fig = "busbw" if sign > 0 else "p50_us"
     ro, rn = old.get("repeat_logs") or [], new.get("repeat_logs") or []
     if max(len(ro), len(rn)) >= 2:      # repeats: their spread is the between-run noise
-        fig = "busbw" if sign > 0 else "p50_us"
         ro = [sign * x for x in ro] or [sign * math.log(old[fig])]
         rn = [sign * x for x in rn] or [sign * math.log(new[fig])]
         return "repeats-welch-log", repeats_below_p(ro, rn, margin)
@@ -179,7 +179,6 @@ def _row_p(old, new, sign, margin):
         return "rank-sum", rank_sum_p([sign * math.log(v) for v in vo], [sign * math.log(v) - margin for v in vn])
     if old["se_log"] is None or new["se_log"] is None:
         return None, None           # no spread recorded: the series test alone decides
-    fig = "busbw" if sign > 0 else "p50_us"
     return "welch-log", welch_below_p(sign * math.log(old[fig]), old["se_log"], old["df"],
                                       sign * math.log(new[fig]) - margin, new["se_log"], new["df"])
 
