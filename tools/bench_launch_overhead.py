@@ -5,7 +5,7 @@ bf16) timed three ways on one GPU: eager PyTorch, torch.compile, and the eager s
 into a CUDA graph (torch.cuda.graph: one launch replays every kernel). The eager step's
 kernels are counted with torch.profiler; (eager - graph) / kernels is the host-side cost per
 kernel launch that a framework without compilation or CUDA graphs pays where the GPU's work
-is too short to hide it (docs/benchmarks/selection-launch-h200.json).
+is too short to hide it (docs/benchmarks/selection-launch-h100.json, selection-launch.md).
 
     python tools/bench_launch_overhead.py --json out.json [--hidden 512,1024,2048] [--tokens 1024,4096]
 Timing like nccl-tests' BenchTime: a host clock over `iters` back-to-back steps and the

@@ -84,6 +84,10 @@ def _count(ctx, param, value):
               help="GPU power limit (W) the job runs at: below the card's TDP the sustained compute rate falls "
                    "as ((W - 0.15 TDP) / 0.85 TDP)^(1/3) (derived from the H200's measured 700 W clocks, "
                    "docs/selection.md).")
+@click.option("--eager", is_flag=True,
+              help="Kernels launched one by one (eager PyTorch, or torch.compile without CUDA graphs): each "
+                   "layer's forward + backward takes at least the host time measured on an H100 (2.24 ms; "
+                   "docs/selection.md). Default: CUDA graphs or kernels long enough to hide the host.")
 @click.option("--gpu-mem", default=None, help="GPU memory, e.g. 80G (default: NVML's figure in the results).")
 @click.option("--step-time", type=float, default=None,
               help="Compute seconds of one micro-batch (forward + backward) of the whole model on one GPU.")

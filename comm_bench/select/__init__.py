@@ -86,7 +86,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
            ecosystem="pytorch", elastic=False, rules=None, min_efficiency=None, overlap=None,
            intra_node_gbs=None, inter_node_gbs=None, headroom=0.1, gpu=None, attention=None,
            compute_from=None, grad_reduce="fp32", a2a_overlap=True, pp_layout=None,
-           optimizer_states="fp32", main_params="fp32", power_cap=None, **shape):
+           optimizer_states="fp32", main_params="fp32", power_cap=None, eager=False, **shape):
     """shape: the workload's shape flags, W.SHAPE_KEYS (kv_heads, ffn_hidden, experts ...)."""
     unknown = set(shape) - set(W.SHAPE_KEYS)
     if unknown:
@@ -108,7 +108,7 @@ def select(paths, model=None, params=None, layers=None, hidden=None, heads=None,
                 bucket_mb, recompute, attention, shape, grad_reduce, a2a_overlap, pp_layout,
                 optimizer_states, main_params)
     lm = LinkModel(fit_documents(docs), cl, intra_node_gbs, inter_node_gbs)
-    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from, power_cap)
+    comp = Compute(w, gpu_figures(cl, gpu), step_time, mfu, gpu_tflops, compute_from, power_cap, eager)
     w["compute_note"] = comp.note
     cands = [predict(c, w, cl, lm, comp, overlap, headroom) for c in candidates(w, cl)]
     for c in cands:

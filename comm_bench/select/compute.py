@@ -27,6 +27,7 @@ import os
 
 from ..errors import UsageError
 from . import gpus as GP
+from . import launch as LN
 from . import memory as M
 from . import shapes as SH
 from . import workload as W
@@ -116,8 +117,10 @@ class Compute:
     """Seconds of one micro-batch of b samples on one GPU holding 1/tp of each of `layers`
     layers (plus the logits when `logits`), with recomputation `recompute`."""
 
-    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None, compute_from=None, power_cap=None):
+    def __init__(self, w, gpu, step_time=None, mfu=None, gpu_tflops=None, compute_from=None, power_cap=None,
+                 eager=False):
         self.w, self.gpu = w, gpu
+        self.eager = eager
         self.gemm_points = None
         self.step_time, self.mfu = step_time, mfu
         self.power = power_factor(power_cap, gpu.get("tdp_w"))
@@ -160,6 +163,8 @@ class Compute:
                               + f" + {FP8_CAST_BYTES} B per operand element cast / HBM")
         if self.power_note:
             self.note += "; " + self.power_note
+        if eager:
+            self.note += "; " + LN.note()
 
     def attention_efficiency(self):
         """Measured flash-attention efficiency at the nearest measured head dimension, on a
@@ -281,7 +286,11 @@ class Compute:
         """One micro-batch of b samples through layer_share of the layers, 1/tp of each (the
         experts of MoE layers 1/ep, each split over etp, tp when not given), and the output
         layer when `logits` (it runs on the last pipeline stage alone: Megatron-Core's and
-        torchtitan's stage split)."""
+        torchtitan's stage split). --eager: at least the host's time to launch it (launch.py)."""
+        t = self._gpu_seconds(b, tp, layer_share, recompute, sp, ep, logits, etp)
+        return max(t, LN.host_seconds(self.w, layer_share, recompute)) if self.eager else t
+
+    def _gpu_seconds(self, b, tp, layer_share, recompute, sp, ep, logits, etp):
         etp = etp or tp
         w = self.w
         counted, executed = W.logits_flops_per_sample(w, recompute)
