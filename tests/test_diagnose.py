@@ -427,3 +427,32 @@ def test_two_slow_hosts_on_a_leaf_are_not_its_uplink():
     rep = check(_leaf_doc(lambda s, d: 0.3 if {s, d} & {0, 1} else 1.0))
     assert {f["kind"] for f in rep["findings"]} == {"bad-host"}, rep["findings"]
     assert {r for f in rep["findings"] for r in f["ranks"]} == {0, 1}
+
+
+def test_confirm_references_are_links_of_the_suspects_class():
+    """2 ranks a host: a cross-host suspect is re-measured against cross-host pairs, a rank
+    across nodes, never against a same-host (loopback) pair; the naive turn order here would
+    pick same-host ones. With no reference of its class, a suspect gets no rounds (a clean
+    k8s run of 2 pods x 2 ranks named "host ... is slow: 57%" against loopback references)."""
+    from comm_bench.topology.linkmap import LinkMap
+
+    lm = LinkMap(make_doc(nodes=3, gpn=2, transport="tcp", topo=False, device=lambda r: "cpu"))
+    cls = lambda a, b: lm.classify(a, b)[0]  # noqa: E731
+    assert cls(0, 1) == "loopback" and cls(0, 2) != "loopback"
+    pair = {"kind": "pair", "src": 0, "dst": 2, "why": ["slow"]}
+    naive = {(s, d) for s, d, tag, _ in plan([pair], [4, 5, 1, 3], 4) if tag["role"] == "reference"}
+    assert (4, 5) in naive      # what the plan did without the link map
+    rounds = plan([pair], [4, 5, 1, 3], 8, lm)
+    refs = [(s, d) for s, d, tag, _ in rounds if tag["role"] == "reference"]
+    assert len(rounds) == 16 and len(refs) == 8 and all(cls(s, d) == cls(0, 2) for s, d in refs)
+    rank = {"kind": "rank", "rank": 0, "why": ["slow"]}
+    rounds = plan([rank], [1, 2, 3, 4, 5], 8, lm)
+    sus = [(s, d) for s, d, tag, _ in rounds if tag["role"] == "suspect"]
+    assert len(sus) == 16 and all(lm.node(d if s == 0 else s) != lm.node(0) for s, d in sus)
+    for k in range(8):
+        alt = [(s, d, tag["role"], tag["dir"]) for s, d, tag, _ in rounds if tag["alt"] == k]
+        by = {(role, dr): cls(s, d) for s, d, role, dr in alt}
+        assert by[("suspect", "out")] == by[("reference", "out")] and by[("suspect", "in")] == by[("reference", "in")]
+    same_host = {"kind": "pair", "src": 0, "dst": 1, "why": ["slow"]}
+    assert plan([same_host], [2, 4], 8, lm) == []
+    assert plan([same_host], [2, 4], 8) != []

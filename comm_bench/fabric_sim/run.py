@@ -1,5 +1,5 @@
 """A whole simulated run: the schedule's rounds, then the confirm phase (the sweep's own
-validate.confirm.run_phase, driven through SimRun), written as a results document whose
+run.confirm_phase.run_phase, driven through SimRun), written as a results document whose
 records stream to a JSON Lines file beside it."""
 from __future__ import annotations
 
@@ -26,60 +26,34 @@ class SimConfig:
     warmup: int = 5
     confirm: int = DEFAULT_ALTERNATIONS
     rules: str | None = None
+    mode: str = "bw"
     seed: int = 0
     transport: str = "rdma"
     op: str = "write"
     dtype: str = "float32"
 
 
-class _Store:
-    """The one-process run's store: rank 0 is every rank."""
-
-    def broadcast(self, _src, _key, value):
-        return value
-
-    def barrier(self, _tag):
-        """Nobody else to wait for."""
-
-    def progressing(self):
-        """Nobody waits on rank 0's progress."""
-
-
-class _Progress:
-    """What run_phase uses of the sweep's progress: its lines (no bar to grow here)."""
-
-    def __init__(self, echo):
-        self.line = echo
-
-    def grow(self, steps: int) -> None:
-        pass
-
-
-class _Writer:
-    """What run_phase reads of the sweep's writer: the header and the records (as JSON)."""
-
-    def __init__(self, meta):
-        self.meta, self.records = meta, []
-
-
 class SimRun:
-    """Stands where the sweep's _RankRun stands for validate.confirm.run_phase (rank 0 of a
-    one-process run); _pairs measures on the simulated fabric instead of a transport."""
+    """A one-process run on the simulated fabric, as the confirm phase sees a sweep
+    (run.pair_runner.PairRunner): rank 0 is every rank, so sharing returns the value and
+    nobody waits at a step; measure_pairs measures on the fabric instead of a transport."""
+
+    rank = 0
 
     def __init__(self, fabric, cfg: SimConfig, meta, stream, echo):
-        self.fabric, self.cfg, self.rank, self.store = fabric, cfg, 0, _Store()
-        self.writer, self.stream, self.progress = _Writer(meta), stream, _Progress(echo)
+        self.fabric, self.cfg, self.meta, self.stream, self.say = fabric, cfg, meta, stream, echo
+        self.records = []
         self.rng = np.random.default_rng(cfg.seed)
         self.elem = ops_mod.dtype_size(cfg.dtype)
         self.clock = 0.0            # simulated seconds since the start
         self.rounds = 0
         self.pairs_measured = 0
 
-    def _plan(self, op):
+    def sizes(self, op):
         return [(s, [s]) for s in self.cfg.sizes]
 
-    def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
-        meta = {"transport": self.cfg.transport, "op": op, "pattern": self.writer.meta["pattern"],
+    def measure_pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
+        meta = {"transport": self.cfg.transport, "op": op, "pattern": self.meta["pattern"],
                 "dtype": self.cfg.dtype, "elem": self.elem, "round": round_idx, "tag": tag}
         recs, seconds = run_round(self.fabric, self.rng, pairs, size, iters or self.cfg.iters,
                                   self.cfg.warmup, self.clock, meta)
@@ -87,12 +61,27 @@ class SimRun:
         self.rounds += 1
         self.pairs_measured += len(pairs)
         self.stream.append(recs)
-        self.writer.records += [json.dumps(r, separators=(",", ":")) for r in recs]
+        self.records += recs
+
+    def document(self, op=None):
+        return dict(self.meta, results=[r for r in self.records if op is None or r.get("op") == op])
+
+    def share(self, _key, value):
+        return value
+
+    def step_done(self, _key):
+        """Nobody else to wait for."""
+
+    def still_working(self):
+        """Nobody waits on rank 0's progress."""
+
+    def add_work(self, _steps):
+        """No bar here."""
 
 
 def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) -> dict:
     """Run it, write `out` (+ out.records.jsonl); returns the document (records excluded)."""
-    from ..validate.confirm import run_phase
+    from ..run.confirm_phase import run_phase
     from ..results.document import claim_output
 
     n = fabric.nodes
@@ -118,8 +107,8 @@ def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) 
         t0 = time.monotonic()
         rounds = schedule(cfg.pattern, n, k=cfg.k, seed=cfg.seed, groups=groups)
         for idx, pairs in enumerate(rounds):
-            for size, asked in run._plan(cfg.op):
-                run._pairs(cfg.op, size, idx, pairs, asked)
+            for size, asked in run.sizes(cfg.op):
+                run.measure_pairs(cfg.op, size, idx, pairs, asked)
         per_round = run.clock / max(1, run.rounds)   # a first-pass round's mean time
         first = {"rounds": run.rounds, "pairs": run.pairs_measured, "predicted_s": round(run.clock, 3)}
         if cfg.confirm:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..schedule import schedule
 from .sweep import _RankRun
 from ..views.table import fit
-from ..validate.confirm import run_phase
+from .confirm_phase import run_phase
 
 PAIR_PATTERN = "pairwise-concurrent"
 
@@ -23,14 +23,14 @@ class CheckRun(_RankRun):
 
     def _work(self) -> int:
         """The collective's sizes; the pair rounds, when check decides on them, grow the bar."""
-        return len(self._plan(self.cfg.ops[0]))
+        return len(self.sizes(self.cfg.ops[0]))
 
     def _sweep(self):
         cfg = self.cfg
         coll, pair = cfg.ops
         cfg.pattern = "collective"
         self._table_head(coll)
-        for size, asked in self._plan(coll):
+        for size, asked in self.sizes(coll):
             self._collective(coll, size, asked)
         decision = self._decide(coll) if self.rank == 0 else None
         decision = self.store.broadcast(0, "cb/check/decision", decision)
@@ -41,22 +41,20 @@ class CheckRun(_RankRun):
         if self.rank == 0:
             self.progress.grow(sum(len(pairs) for pairs in rounds))
         self._table_head(pair)
-        size, asked = self._plan(pair)[-1]
+        size, asked = self.sizes(pair)[-1]
         for idx, pairs in enumerate(rounds):
-            self._pairs(pair, size, idx, pairs, asked)
+            self.measure_pairs(pair, size, idx, pairs, asked)
         if cfg.confirm:
             run_phase(self, pair, first_round=len(rounds))
 
     def _decide(self, op):
         """Rank 0: {"localize": bool, "why": text}."""
-        import json
-
         from ..results.records import measured_gbs
         from ..topology.linkmap import LinkMap
         from ..validate.checks import collective_checks
         from ..validate.rules import load_rules
 
-        doc = dict(self.writer.meta, results=[json.loads(r) for r in self.writer.records])
+        doc = self.document()
         recs = [r for r in doc["results"] if r.get("op") == op and r.get("pattern") == "collective"]
         got = measured_gbs(max(recs, key=lambda r: r["size"])) if recs else None
         expect = self.cfg.expect_busbw

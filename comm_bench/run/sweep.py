@@ -9,6 +9,7 @@ pattern) or each round of pairs (pair patterns).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -280,7 +281,8 @@ class _RankRun:
             line = closing_line(self.writer.path, self.cfg.rules)
         except CommBenchError as exc:       # the run's figures are written; the verdict is validate's to give
             line = f"# verdict: not given ({exc}); run comm-bench validate {self.writer.path}"
-        print(line, flush=True)
+        from ..views.table import prose
+        print(prose(line), flush=True)      # 80 columns on a terminal, as every line of prose
 
     def _execute(self) -> int:
         self.watchdog.start()
@@ -469,12 +471,32 @@ class _RankRun:
         """The records the first pass writes (one per pair of a round, per size): the bar's
         total, which the confirm phase grows by its own measurements when it plans them."""
         per_size = 1 if self.cfg.pattern == "collective" else sum(len(pairs) for pairs in self.rounds)
-        return sum(len(self._plan(op)) for op in self.cfg.ops) * per_size
+        return sum(len(self.sizes(op)) for op in self.cfg.ops) * per_size
 
-    def _plan(self, op):
+    def sizes(self, op):
         """(S, requested sizes) for op: collectives round for all ranks, pair ops for two."""
         n = self.n if self.cfg.pattern == "collective" else 2
         return ops_mod.get(op).plan_sizes(self.cfg.sizes, n, self.elem)
+
+    # -- what the confirm phase uses (pair_runner.PairRunner) ---------------------
+    def document(self, op=None):
+        return dict(self.writer.meta, results=[r for r in map(json.loads, self.writer.records)
+                                               if op is None or r.get("op") == op])
+
+    def share(self, key, value):
+        return self.store.broadcast(0, key, value)
+
+    def step_done(self, key):
+        self.store.barrier(key)
+
+    def still_working(self):
+        self.store.progressing()
+
+    def say(self, line):
+        self.progress.line(line)
+
+    def add_work(self, steps):
+        self.progress.grow(steps)
 
     # -- the loops --------------------------------------------------------------
     def _sweep(self):
@@ -483,20 +505,20 @@ class _RankRun:
                 self.progress.line(f"# waived: {w['op']}: {w['reason']}")
         for op in self.cfg.ops:
             if self.rank == 0:
-                for size, asked in self._plan(op):
+                for size, asked in self.sizes(op):
                     if asked != [size]:
                         self.progress.line(f"# {' and '.join(f'{a} B' for a in asked)} measured as {size} B "
                                            f"(whole elements on every rank)")
             self._table_head(op)
             if self.cfg.pattern == "collective":
-                for size, asked in self._plan(op):
+                for size, asked in self.sizes(op):
                     self._collective(op, size, asked)
             else:
                 for idx, pairs in enumerate(self.rounds):
-                    for size, asked in self._plan(op):
-                        self._pairs(op, size, idx, pairs, asked)
+                    for size, asked in self.sizes(op):
+                        self.measure_pairs(op, size, idx, pairs, asked)
                 if self.cfg.confirm:
-                    from ..validate.confirm import run_phase
+                    from .confirm_phase import run_phase
                     run_phase(self, op, first_round=len(self.rounds))
             if self.rank == 0:
                 for line in footer(self._printed, self.cfg.mode) + matrix(self._printed, self.n, self.cfg.mode,
@@ -544,7 +566,7 @@ class _RankRun:
         """The record's wrong values: the ranks' counts added up, or None when unchecked."""
         return sum(counts) if self.cfg.check else None
 
-    def _pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
+    def measure_pairs(self, op, size, round_idx, pairs, asked, tag=None, iters=None):
         # (confirm-phase re-measurements, tagged, are never an earlier attempt's records)
         if tag is None and self._skip([(op, size, s, d) for s, d in pairs], f"{op} {size} B round {round_idx}"):
             return

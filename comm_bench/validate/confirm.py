@@ -1,8 +1,9 @@
-"""The confirm phase of a pair sweep (`sweep --confirm K`, and `check`): after the first
-pass of an op, rank 0 names the suspects (suspects.py) and every rank re-measures them,
-one pair at a time at the largest size, K times, each time next to a known-good
-reference measured just before or after it (the order alternates), so slow drift, a CPU
-hog or another job hits both sides of each comparison alike. verdicts.py reads the records.
+"""The confirm phase of a pair sweep (`sweep --confirm K`, and `check`), its pure part:
+after the first pass of an op, rank 0 names the suspects (suspects.py) and every rank
+re-measures them (run/confirm_phase.py runs it), one pair at a time at the largest size,
+K times, each time next to a known-good reference of the same link class measured just
+before or after it (the order alternates), so slow drift, a CPU hog or another job hits
+both sides of each comparison alike. verdicts.py reads the records.
 
 Records of this phase carry "confirm": {"id", "target", "why", "alt", "role", "dir"}.
 A `--mode lat` sweep confirms its latency suspects the same way, at its smallest size,
@@ -10,7 +11,6 @@ comparing speeds = 1 / the median one-way latency (measure_of).
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
@@ -34,32 +34,70 @@ def span_iters(iters, t_us):
     return min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us)))
 
 
-def plan(suspects, good, alternations):
+def plan(suspects, good, alternations, links=None):
     """Rounds [(src, dst, tag, iters)] for the suspects; none without two known-good ranks.
     A suspect's "iters" (span_iters) are used for it and its references; absent: the sweep's own.
-    (Its "size", where validate quotes it at one, is run_phase's: tag["id"] indexes the suspects.)"""
+    (Its "size", where validate quotes it at one, is run_phase's: tag["id"] indexes the suspects.)
+    links (the run's LinkMap): each reference is a link of the suspect's class, and a rank is
+    re-measured across nodes where it has any. Without it, with 2 ranks a host, a clean run
+    named a cross-host pair 57% "slow" against a same-host reference. A suspect that has no
+    reference of its class gets no rounds: validate reports it unconfirmed (exit 3)."""
     rounds = []
     if len(good) < 2:
         return rounds
+    cls = (lambda a, b: links.classify(a, b)[0]) if links is not None else (lambda a, b: None)
+    node = links.node if links is not None else (lambda r: None)
     for i, s in enumerate(suspects):
         target = {"rank": s["rank"]} if s["kind"] == "rank" else {"src": s["src"], "dst": s["dst"]}
         base = {"id": i, "kind": s["kind"], "target": target, "why": list(s["why"])}
         iters = s.get("iters")
-        for k in range(int(alternations)):
-            if s["kind"] == "rank":
-                p, g = good[k % len(good)], good[(k + 1) % len(good)]
-                sus = [(s["rank"], p, "out"), (p, s["rank"], "in")]
-                ref = [(g, p, "out"), (p, g, "in")]
-            else:
-                others = [r for r in good if r not in (s["src"], s["dst"])] or good
-                g, h = others[k % len(others)], others[(k + 1) % len(others)]
-                sus, ref = [(s["src"], s["dst"], "out")], [(g, h, "out")]
+        picks = [_rank_references(s["rank"], good, k, cls, node) if s["kind"] == "rank"
+                 else _pair_references(s["src"], s["dst"], good, k, cls) for k in range(int(alternations))]
+        if None in picks:
+            continue
+        for k, (sus, ref) in enumerate(picks):
             first, second = (sus, ref) if k % 2 == 0 else (ref, sus)
             roles = ("suspect", "reference") if k % 2 == 0 else ("reference", "suspect")
             for a, b in zip(first, second):
                 for (src, dst, d), role in ((a, roles[0]), (b, roles[1])):
                     rounds.append((src, dst, dict(base, alt=k, role=role, dir=d), iters))
     return rounds
+
+
+# candidates tried per alternation before a suspect is left without references: a good
+# list of thousands of ranks, mostly of one class, finds a match within the first few
+SEARCH = 64
+
+
+def _rotation(ranks, start):
+    n = len(ranks)
+    return [ranks[(start + j) % n] for j in range(min(n, SEARCH))]
+
+
+def _pair_references(src, dst, good, k, cls):
+    """([suspect round], [reference round]) of alternation k of pair src -> dst: the next two
+    known-good ranks in turn (k, k + 1 when all links are of one class) whose link is of the
+    suspect's class; None if there is none."""
+    others = [r for r in good if r not in (src, dst)] or good
+    want = cls(src, dst)
+    for g in _rotation(others, k):
+        for h in _rotation(others, others.index(g) + 1):
+            if h != g and cls(g, h) == want:
+                return [(src, dst, "out")], [(g, h, "out")]
+    return None
+
+
+def _rank_references(rank, good, k, cls, node):
+    """Alternation k of a rank suspect: its links out to and in from a known-good peer p,
+    against another known-good rank g's links with p of the same classes. p is on another
+    node where one is (a NIC's fault shows there); None if no g matches."""
+    ps = _rotation(good, k)
+    for p in [p for p in ps if node(p) != node(rank)] + [p for p in ps if node(p) == node(rank)]:
+        out, inn = cls(rank, p), cls(p, rank)
+        for g in _rotation(good, good.index(p) + 1):
+            if g != p and cls(g, p) == out and cls(p, g) == inn:
+                return [(rank, p, "out"), (p, rank, "in")], [(g, p, "out"), (p, g, "in")]
+    return None
 
 
 def measure_of(mode):
@@ -146,45 +184,3 @@ def validate_named(doc, rules):
             e["size"] = f["size"]
         out.append(e)
     return out
-
-
-def run_phase(run, op, first_round=0):
-    """Every rank of a sweep (_RankRun) after the first pass of a pair op."""
-    from .rules import load_rules
-
-    rounds = None
-    mode = getattr(run.cfg, "mode", "bw")
-    if run.rank == 0:
-        rules = load_rules(run.cfg.rules)
-        # a beat before finding the suspects of a large first pass (a long step of its own):
-        # the others then wait at least one more --timeout for the plan
-        run.store.progressing()
-        doc = dict(run.writer.meta, results=[json.loads(r) for r in run.writer.records])
-        sus, good, times = suspects_of(doc, rules, mode, op)
-        for s, t_us in zip(sus, times):
-            s["iters"] = span_iters(run.cfg.iters, t_us)
-        rounds = plan(sus, good, run.cfg.confirm)
-        if sus:
-            names = ", ".join(f"rank {s['rank']}" if s["kind"] == "rank" else f"pair {s['src']}->{s['dst']}"
-                              for s in sus)
-            run.progress.line(f"# confirm: re-measuring {names} against known-good pairs "
-                              f"({len(rounds)} measurements)")
-            run.progress.grow(len(rounds))      # the bar's total counts them too
-    rounds, at = run.store.broadcast(0, f"cb/confirm/{op}",
-                                     (rounds, [s.get("size") for s in sus]) if run.rank == 0 else None)
-    # bandwidth: the largest size (the figure a link is judged by); latency: the smallest,
-    # or the size validate quotes a pair at
-    sizes = run._plan(op)
-    asked_at = dict(sizes)
-    default = sizes[0 if mode == "lat" else -1][0]
-    for idx, (src, dst, tag, iters) in enumerate(rounds):
-        size = at[tag["id"]] if at[tag["id"]] in asked_at else default
-        run._pairs(op, size, first_round + idx, [(src, dst)], asked_at[size], tag={"confirm": tag}, iters=iters)
-        # one pair a round: the other ranks wait here for each one, not for the whole phase at
-        # the run's end (a phase of slow pairs can outlast --timeout; one of its rounds cannot)
-        run.store.barrier(f"cb/confirm/{op}/round")
-    if run.rank == 0:
-        from .said import confirm_line
-
-        doc = dict(run.writer.meta, results=[r for r in map(json.loads, run.writer.records) if r.get("op") == op])
-        run.progress.line(confirm_line(sus, good, doc, rules, mode))
