@@ -5,13 +5,14 @@ from ..errors import UsageError
 from .layouts import DP_LAYOUTS
 
 PER_LAYOUT = ("fits", "efficiency", "step_s", "comm_s", "exposed_comm_s", "comm_fraction", "memory_gb",
-              "model_states_gb", "slower_pct")
+              "model_states_gb", "slower_pct", "vs_fastest")
 GLOBAL = ("any_fits", "best_layout", "efficiency_best", "fits_megatron", "efficiency_megatron",
           "best_megatron", "slower_pct_megatron", "fits_fsdptp", "efficiency_fsdptp", "best_fsdptp",
-          "slower_pct_fsdptp", "fastest_layout", "slower_pct_best", "active_params_b", "moe", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
+          "slower_pct_fsdptp", "vs_fastest_megatron", "vs_fastest_fsdptp", "fastest_layout", "slower_pct_best",
+          "active_params_b", "moe", "intra_gbs", "intra_latency_us", "intra_source", "inter_gbs",
           "inter_latency_us", "inter_source", "nvlink", "nvlink_domain", "nodes", "gpus_per_node",
-          "world_size", "global_batch", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision", "model",
-          "transformer")
+          "world_size", "global_batch", "gpu_mem_gb", "ecosystem", "elastic", "params", "params_b", "precision",
+          "model", "transformer")
 
 
 def key(layout):
@@ -37,6 +38,18 @@ def slower_pct(c, top):
     return 100.0 * (top["efficiency"] / c["efficiency"] - 1) if c and c.get("efficiency") and top else None
 
 
+def vs_fastest(c, top, none="no candidate"):
+    """slower_pct in words, for rationales: '3.1% slower than the fastest', or why c is not a
+    choice (its infeasibility reason; `none` where there is no such candidate). A missing
+    figure never prints as 'n/a%'."""
+    pct = slower_pct(c, top)
+    if pct is not None:
+        return f"{pct:.1f}% slower than the fastest"
+    if c and c.get("reason"):
+        return f"not feasible: {c['reason']}"
+    return none
+
+
 def build(cands, cluster, w, lm, ecosystem, elastic):
     f = {}
     by = {c["layout"]: c for c in cands}
@@ -51,13 +64,17 @@ def build(cands, cluster, w, lm, ecosystem, elastic):
     top = max(ok, key=lambda c: c["efficiency"]) if ok else None
     for l in DP_LAYOUTS:
         f[f"slower_pct_{key(l)}"] = slower_pct(by.get(l), top)
+        f[f"vs_fastest_{key(l)}"] = vs_fastest(by.get(l), top, "not a candidate on this cluster")
     b, bm, bt = best(cands), best(cands, "megatron"), best(cands, "fsdp-tp")
     f.update(any_fits=b is not None, best_layout=b["layout"] if b else None,
              efficiency_best=b["efficiency"] if b else None, fits_megatron=bm is not None,
              efficiency_megatron=bm["efficiency"] if bm else None, best_megatron=bm["layout"] if bm else None,
              slower_pct_megatron=slower_pct(bm, top), fits_fsdptp=bt is not None,
              efficiency_fsdptp=bt["efficiency"] if bt else None, best_fsdptp=bt["layout"] if bt else None,
-             slower_pct_fsdptp=slower_pct(bt, top), fastest_layout=top["layout"] if top else None,
+             slower_pct_fsdptp=slower_pct(bt, top),
+             vs_fastest_megatron=f"{bm['layout']} ({vs_fastest(bm, top)})" if bm else "none is feasible",
+             vs_fastest_fsdptp=f"{bt['layout']} ({vs_fastest(bt, top)})" if bt else "none is feasible",
+             fastest_layout=top["layout"] if top else None,
              slower_pct_best=slower_pct(b, top), active_params_b=w.get("active_params", w["params"]) / 1e9,
              moe=bool(w.get("experts")))
     for scope, pre in (("intra-node", "intra"), ("inter-node", "inter")):
