@@ -20,11 +20,19 @@ def test_reference_table_every_figure_sourced_and_in_80_columns():
     flat = " ".join(out.split())
     for r in rows:
         assert r["kind"] in ("maintainer", "vendor", "user") and r["gbs"] > 0
-        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", r["url"]), r["url"]
-        assert r["url"] in flat and f"{r['gbs']:g}" in out
+        # an issue or pull request, or a file at a fixed commit
+        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/((issues|pull)/\d+|blob/[0-9a-f]{40}/[\w./-]+)",
+                            r["url"]), r["url"]
+        assert (r["url"] in flat or "its link: --format json" in flat and len(r["url"]) > 75) and r["source"] in flat
+        assert f"{r['gbs']:g}" in out and f"profile {r['profile']};" in flat
     doc = DOC.read_text()
     for r in rows:                      # the docs say the same, figure and source
-        assert f"| {r['hardware']} | {r['op']} | {r['figure']} | {r['gbs']:g} |" in doc and r["url"] in doc
+        assert (f"| {r['hardware']} | {r['op']} | {r['figure']} | {r['gbs']:g} | {r['kind']} | {r['profile']} |"
+                in doc and r["url"] in doc)
+    # the figures the issue asks for beyond the NVLink nodes and IB links
+    assert any("400G RoCE" in r["hardware"] and r["op"] == "write" for r in rows)
+    for gen in ("Gen4", "Gen5"):
+        assert any(f"PCIe {gen}" in r["hardware"] and r["op"] == "h2d, d2h" for r in rows), gen
 
 
 def test_report_without_a_file_or_reference_is_one_line():

@@ -48,10 +48,52 @@ def test_several_documents_one_verdict_findings_name_their_document(tmp_path):
     assert out["documents"][0]["report"]["findings"]
     assert all(f["document"] == d["document"] and f["message"].startswith(d["document"] + ": ")
                for d in out["documents"] for f in d["report"]["findings"])
-    # an output of one document's verdict is refused, one line
-    p = run_cli("validate", tcp, gloo, "--junit", tmp_path / "j.xml", check_rc=2)
+
+
+def test_several_documents_every_output_says_the_verdict_over_all(tmp_path):
+    """--junit, --drain-list, --prometheus, --node-problem, --slurm-drain --dry-run and
+    --baseline with several documents: the verdict over all, the slow node of one document
+    named with its document."""
+    good = write(tmp_path, make_doc(nodes=4, gpn=2), "good.json")
+    slow = _slow_host_doc(tmp_path)
+    j, d, m = tmp_path / "j.xml", tmp_path / "drain.txt", tmp_path / "v.prom"
+    p = run_cli("validate", good, slow, "--junit", j, "--drain-list", d, "--prometheus", m)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    lines = d.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("node002\tcomm-bench: slow host"), lines
+    junit = j.read_text()
+    assert 'name="good.json: nvlink sendrecv 1M"' in junit and 'name="slow.json: ib sendrecv 4M"' in junit
+    assert 'failures="2"' in junit and "slow.json: host node002" in junit     # bad-host and the node's case
+    prom = m.read_text()
+    assert 'comm_bench_validate_ok{transport="nccl",world_size="8"} 0.0' in prom
+    assert 'comm_bench_host_ok{host="node002",transport="nccl",world_size="8"} 0.0' in prom
+    assert 'comm_bench_host_ok{host="node001",transport="nccl",world_size="8"} 1.0' in prom
+    # the clean document alone: an empty drain list, every host ok
+    run_cli("validate", good, good, "--drain-list", d, check_rc=0)
+    assert d.read_text() == ""
+    # NPD: one line and its exit code, for a node of either document
+    p = run_cli("validate", good, slow, "--node-problem", "node002", check_rc=1)
+    assert p.stdout.startswith("comm-bench: node002: slow host") and len(p.stdout.splitlines()) == 1
+    p = run_cli("validate", good, slow, "--node-problem", "node001", check_rc=0)
+    assert p.stdout.startswith("comm-bench: node001 ok")
+    p = run_cli("validate", good, slow, "--slurm-drain", "--dry-run", check_rc=1)
+    assert [ln for ln in p.stdout.splitlines() if ln.startswith("scontrol")] == [
+        "scontrol update NodeName=node002 State=DRAIN 'Reason=" + lines[0].split("\t", 1)[1] + "'"]
+    # --baseline: each document against the baseline of its transport; a regression in one fails all
+    sizes = tuple(1 << k for k in range(20, 26))        # 6 sizes: enough for the signed-rank test
+    base = write(tmp_path, make_doc(nodes=2, gpn=2, sizes=sizes), "base.json")
+    same = write(tmp_path, make_doc(nodes=2, gpn=2, sizes=sizes, seed=1), "same.json")
+    half = write(tmp_path, make_doc(nodes=2, gpn=2, sizes=sizes, seed=2,
+                                    value=lambda s, d, size, rnd: (185.0 if s // 2 == d // 2 else 22.5)
+                                    * rnd.uniform(0.97, 1.03)), "half.json")
+    p = run_cli("validate", same, half, "--baseline", base, check_rc=1)
+    text = " ".join(p.stdout.split())
+    assert text.count("baseline base.json: ") == 2 and "FINDING [regression] half.json: " in text, text
+    assert "FINDING [regression] same.json" not in text
+    p = run_cli("validate", good, slow, "--baseline", write(tmp_path, make_doc(transport="tcp"), "tcp.json"),
+                check_rc=2)
     assert_no_traceback(p)
-    assert len(p.stderr.strip().splitlines()) == 1 and "--junit" in p.stderr
+    assert p.stderr.startswith("comm-bench: --baseline: no transport, op, mode and size in common")
 
 
 def test_left_out_sizes_are_said_on_screen(tmp_path):

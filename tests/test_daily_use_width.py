@@ -6,12 +6,55 @@ import pytest
 
 from cbtest import load_results, run_cli
 
-# prose from validate and the confirm phase (sentences, not tables), and the last line naming the file
+# into a pipe, prose stays one line each (for grep and scripts): validate's and the sweep's
+# verdicts; on a terminal it wraps (test_every_command_prose_fits_80_columns)
 PROSE = ("# verdict:", "# confirm verdict:", "# results:")
+# left as one line on a terminal too: the confirm phase's verdict (tests split it at "; ")
+# and the last line naming the file (a path is as long as it is)
+ONE_LINE = ("# confirm verdict:", "# results:")
 
 
-def _wide_lines(text):
-    return [ln for ln in text.splitlines() if len(ln) > 80 and not ln.startswith(PROSE)]
+def _wide_lines(text, keep=PROSE):
+    return [ln for ln in text.splitlines() if len(ln) > 80 and not ln.startswith(keep)
+            and " " in ln.strip()]      # a lone word (a path, a URL) cannot wrap
+
+
+def run_tty(*args, cwd, timeout=300):
+    """`comm-bench ARGS` on an 80 x 50 terminal (a pseudo-terminal): (exit status, what it
+    showed, colours and carriage returns taken out)."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import select
+    import struct
+    import subprocess
+    import termios
+    import time
+    from cbtest import COMM_BENCH
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 80, 0, 0))
+    env = dict(os.environ, COLUMNS="80", LINES="50", TERM="xterm")
+    env.pop("COMM_BENCH_DEBUG", None)
+    p = subprocess.Popen([COMM_BENCH, *map(str, args)], stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+                         env=env, close_fds=True)
+    os.close(slave)
+    chunks, end = [], time.monotonic() + timeout
+    while time.monotonic() < end:
+        if select.select([master], [], [], 1)[0]:
+            try:
+                data = os.read(master, 65536)
+            except OSError:         # the terminal's other end closed: the command is done
+                break
+            if not data:
+                break
+            chunks.append(data)
+    else:
+        p.kill()
+        raise AssertionError(f"{args}: still running after {timeout} s")
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return p.wait(), re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +121,54 @@ def test_select_into_a_file_is_not_cut_short(runs):
     for c in res["candidates"]:
         if not c["feasible"] and c["layout"] in out:
             assert f"{c['layout']} does not fit: {c['reason']}" in out
+
+
+def test_every_command_prose_fits_80_columns(tmp_path):
+    """On a terminal, prose too: validate's check, FINDING and verdict lines (one document and
+    several, with --baseline), the sweep's and check's closing verdicts, report's and
+    simulate's lines, the reference table, every --help. Run as a user would, in the folder
+    of the results."""
+    import shutil
+    from test_daily_use_validate import _slow_host_doc
+    _slow_host_doc(tmp_path)
+    p = run_cli("sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-b", "1M", "-e", "2M",
+                "-n", "3", "-w", "1", "--confirm", "0", "--no-progress", "-o", tmp_path / "tcp.json", timeout=300)
+    assert p.returncode in (0, 1, 3), p.stderr[-2000:]
+    shutil.copy(tmp_path / "tcp.json", tmp_path / "tcp2.json")
+    for args in (["validate", "tcp.json"], ["validate", "slow.json"], ["validate", "tcp.json", "slow.json"],
+                 ["validate", "slow.json", "--baseline", "slow.json"], ["report", "--reference"],
+                 ["report", "slow.json"], ["heatmap", "tcp.json", "-o", "h.png"], ["plot", "tcp.json", "-o", "p.png"],
+                 ["simulate", "--nodes", "64", "-o", "sim.json"], ["compare", "tcp.json", "tcp2.json"],
+                 ["sweep", "-t", "tcp", "--nprocs", "3", "--pattern", "pairwise", "-b", "1M", "-e", "1M", "-n", "3",
+                  "-w", "1", "--confirm", "0", "--no-progress", "-o", "tty.json"],
+                 ["check", "-t", "gloo", "--nprocs", "2", "-b", "64K", "-e", "64K", "-n", "3", "-w", "1",
+                  "--localize", "always", "--no-progress", "-o", "c.json"], ["list"], ["doctor"], ["topo"]):
+        rc, out = run_tty(*args, cwd=tmp_path)
+        assert rc in (0, 1, 3) and out.strip(), (args, rc, out[-1000:])
+        assert not _wide_lines(out, ONE_LINE), (args, _wide_lines(out, ONE_LINE))
+    rc, out = run_tty("validate", "slow.json", cwd=tmp_path)
+    assert "FINDING [bad-host]" in out and "# verdict" not in out
+    rc, out = run_tty("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1M", "-e", "1M", "-n", "3", "-w", "1",
+                      "--no-progress", "-o", "v.json", cwd=tmp_path)
+    assert "# verdict: " in out, out[-1000:]
+    for cmd in ("", "sweep", "check", "report", "validate", "compare", "heatmap", "plot", "topo", "list",
+                "doctor", "simulate"):                 # select: test_select_prose_fits_80_columns
+        rc, out = run_tty(*([cmd] if cmd else []), "--help", cwd=tmp_path)
+        assert rc == 0 and not _wide_lines(out, ONE_LINE), (cmd, _wide_lines(out, ONE_LINE))
+
+
+def test_prose_into_a_pipe_is_one_line_each(tmp_path):
+    """Into a file or a pipe a finding stays one line, whole (grep FINDING finds all of it)."""
+    from test_daily_use_validate import _slow_host_doc
+    out = run_cli("validate", _slow_host_doc(tmp_path), check_rc=1).stdout
+    finding = [ln for ln in out.splitlines() if ln.startswith("FINDING [bad-host]")]
+    assert len(finding) == 1 and finding[0].endswith(")") and "is slow" in finding[0], out
+
+
+@pytest.mark.xfail(strict=True, reason="select's own lines (comm_bench/select/output.py: recommendation, set, "
+                                       "why, details) are not wrapped yet; not this suite's files")
+def test_select_prose_fits_80_columns(runs, tmp_path):
+    a, _ = runs["tcp"]
+    rc, out = run_tty("select", a, "--model", "llama2-7b", "--gpu", "H100", cwd=tmp_path)
+    assert rc == 0 and not _wide_lines(out, ONE_LINE), _wide_lines(out, ONE_LINE)
+    assert not _wide_lines(run_tty("select", "--help", cwd=tmp_path)[1], ONE_LINE)

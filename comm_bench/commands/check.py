@@ -92,7 +92,8 @@ def check(transport, op_name, minbytes, maxbytes, stepfactor, iters, warmup, che
             # the collective was held against --expect-busbw above; the rules know no minimum for it
             click.echo("no findings (the collective met --expect-busbw; nothing else was measured)")
             return code
-        click.echo(to_json(rep) if as_json else format_text(rep))
+        from ..views.table import prose
+        click.echo(to_json(rep) if as_json else prose(format_text(rep)))
         return exit_code(rep) or code
 
     # launch runs report after the ranks (here or on a launcher's rank 0), then the results line:

@@ -29,10 +29,11 @@ def heatmap(results, out, by, op, interactive, sizes):
     info = make(results, out, by=by, op=op, interactive=interactive, sizes=sizes)
     if "aggregated" in info:
         a = info["aggregated"]
+        from ..views.table import prose
         click.echo(f"wrote {info['out']}: {a['nodes']} nodes aggregated ({a['block']} x {a['block']} per cell), "
                    f"{a['switches']} switches, {info['measured_pairs']} measured pairs "
                    f"({info['seconds']:.2f} s)")
-        click.echo("\n".join(info["worst"]))
+        click.echo(prose("\n".join(info["worst"])))
         return
     click.echo(f"wrote {info['out']}: {info['cells']} x {info['cells']} {by}s, "
                f"{info['panels']} panel(s), {info['measured_pairs']} measured cells "

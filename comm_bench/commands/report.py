@@ -11,7 +11,7 @@ import click
 
 from ..results import data_error, export
 from ..views import table
-from .run_options import wide_option
+from .run_options import profile_option, wide_option
 from ..errors import UsageError
 from ..results.records import buffer_label
 from ..results.document import load_measured as load
@@ -34,8 +34,9 @@ from ..results.document import load_measured as load
 @click.option("--reference", is_flag=True,
               help="What healthy 8-GPU H100/H200/B200/A100 nodes and 400G/200G InfiniBand links read at "
                    "large sizes, each figure with its public source (no results file needed).")
+@profile_option()
 @wide_option()
-def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out, wide, reference):
+def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out, wide, reference, profile):
     """Print the records of a results file (as written by `comm-bench sweep -o`), or with
     --reference what healthy hardware reads ("is this number normal?")."""
     if reference:
@@ -46,6 +47,8 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
     if results_file is None:
         raise UsageError("give a results file (comm-bench report results.json), or --reference")
     doc = load(results_file)
+    from ..views import expected
+    against = expected.compare(doc, profile)      # before any output: an unknown --profile is bad input
     if interactive and not html_out:
         raise UsageError("--interactive shapes the --html report: give --html FILE too")
     records = export.select(doc["results"], ops, sizes, pairs)
@@ -61,11 +64,12 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
     elif fmt == "csv":
         csv.writer(sys.stdout).writerows(export.csv_rows(records))
     else:
-        print(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
-              f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure") else ""))
+        print(table.fit(f"# {results_file}: {doc.get('transport')} on {doc.get('world_size')} rank(s), "
+                        f"status {doc.get('status')}" + (f" ({doc['failure'].get('reason')})" if doc.get("failure")
+                                                         else ""), "#   "))
         err = data_error.of_document(doc)
         if err:
-            print(f"# {data_error.describe(err)}")
+            print(table.fit(f"# {data_error.describe(err)}", "#   "))
         noted = False
         for op, mode, buf in dict.fromkeys((r["op"], r.get("mode", "bw"), buffer_label(r)) for r in records):
             rows = [r for r in records if r["op"] == op and r.get("mode", "bw") == mode and buffer_label(r) == buf]
@@ -83,6 +87,8 @@ def report(results_file, fmt, ops, sizes, pairs, html_out, interactive, prom_out
             for r in rows:
                 print(layout.row(r))
             print("\n".join(table.footer(rows, mode) + table.matrix(rows, doc.get("world_size") or 0, mode, wide)))
+        for line in expected.lines(against, profile=profile):
+            print(line)
     if prom_out:
         export.write_prometheus(doc, records, prom_out)
         print(f"# OpenMetrics textfile written to {prom_out}", file=sys.stderr)

@@ -102,6 +102,14 @@ def wide_option():
                              "busbw matrix up to 32 ranks), wider than 80 columns.")
 
 
+def profile_option():
+    """--profile NAME: the hardware profile (comm_bench/data/reference.yaml) report and
+    validate hold the figures against ("% of expected for this hardware")."""
+    return click.option("--profile", default=None, metavar="NAME", envvar=env("profile"),
+                        help="Show the large-size figures as % of this hardware profile's (report "
+                             "--reference lists them); default: the profile the topology matches, if any.")
+
+
 def transport_options(accepts=lambda cls: True):
     """Every option of the transports this command accepts (--device, --qps, --streams, ...)."""
     def decorate(func):

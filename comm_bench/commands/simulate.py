@@ -50,12 +50,14 @@ def simulate(nodes, leaf, pod, host_gbs, oversub, noise, faults, pattern, k, siz
                     rules=rules, seed=seed)
     doc = run(fabric, cfg, output, force=force, echo=click.echo)
     s = doc["simulation"]
+    # one sentence, broken where it reads well: each part within 80 columns at 4,096 nodes
     click.echo(f"SIMULATED {nodes} nodes, {pattern} k={k}: {s['rounds']} rounds "
-               f"({s['first_pass']['rounds']} first pass + {s['confirm']['rounds']} confirm), "
-               f"{s['first_pass']['pairs'] + s['confirm']['pairs']} pair measurements of "
-               f"{s['all_pairs']} ordered pairs; predicted wall time {s['predicted_wall_s']:.1f} s "
+               f"({s['first_pass']['rounds']} first pass + {s['confirm']['rounds']} confirm),\n"
+               f"  {s['first_pass']['pairs'] + s['confirm']['pairs']} pair measurements of "
+               f"{s['all_pairs']} ordered pairs;\n"
+               f"  predicted wall time {s['predicted_wall_s']:.1f} s "
                f"(pairwise-concurrent: {s['pairwise_concurrent_rounds']} rounds, "
-               f"~{s['pairwise_concurrent_predicted_s']:.0f} s; pairwise: {s['all_pairs']} rounds, "
-               f"~{s['pairwise_predicted_s'] / 3600:.1f} h); "
+               f"~{s['pairwise_concurrent_predicted_s']:.0f} s;\n"
+               f"  pairwise: {s['all_pairs']} rounds, ~{s['pairwise_predicted_s'] / 3600:.1f} h); "
                f"simulated in {s['simulated_in_s']:.1f} s")
     click.echo(f"wrote {output} and {doc['records_file']}")

@@ -4,6 +4,8 @@ import sys
 
 import click
 
+from .run_options import profile_option
+
 
 @click.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -27,13 +29,15 @@ import click
 @click.option("--node-problem", default=None, metavar="HOST",
               help="Only HOST's verdict, as a Node Problem Detector custom plugin: one line, exit 0 ok, "
                    "1 problem, 2 unknown (docs/kubernetes.md).")
+@profile_option()
 def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, slurm_drain, dry_run, prom_out,
-             node_problem):
+             node_problem, profile):
     """Check every link class against its expected minimum and its peers (and, with
     --baseline, every busbw and latency against an earlier run).
 
     Several documents (validate *.json): each checked on its own, one verdict over all,
-    each finding naming its document.
+    each finding naming its document; every output (--junit, --drain-list, --baseline,
+    --slurm-drain, --prometheus, --node-problem) says that verdict.
 
     Exit status: 0 pass, 1 findings, 2 bad input or nothing to check, 3 no findings but
     suspects left unconfirmed (the sweep ran with --confirm 0). With --slurm-drain: 2
@@ -51,11 +55,13 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
     if slurm_drain and not dry_run:
         drain.require_scontrol()        # before the work: a clean run must not pass without it
     rules = load_rules(rules)
+    from ..views.expected import chosen
+    chosen(profile)     # an unknown name is bad input, said before any work
     if len(results) > 1:
         from .validate_many import several
         sys.exit(several(results, rules, as_json, dict(
-            baseline=baseline, junit=junit, drain_list=drain_list, slurm_drain=slurm_drain, prometheus=prom_out,
-            node_problem=node_problem)))
+            baseline=baseline, tolerance=tolerance, junit=junit, drain_list=drain_list, slurm_drain=slurm_drain,
+            dry_run=dry_run, prometheus=prom_out, node_problem=node_problem, profile=profile)))
     (results,) = results
     # a baseline compares records one by one: both documents are then read whole
     doc, pairs = (load_results(results), None) if baseline else read(results)
@@ -81,9 +87,12 @@ def validate(results, rules, junit, as_json, baseline, tolerance, drain_list, sl
         click.echo(line)
         sys.exit(code)
     from .validate_many import left_out, with_left_out
+    from ..views.table import prose
+    from ..views import expected
     report["left_out"] = left_out(doc, pairs, report, rules)       # said on screen, not only in JSON
-    click.echo(to_json(report) if as_json else "\n".join(lines + [with_left_out(format_text(report),
-                                                                                  report["left_out"])]))
+    report["expected"] = expected.compare(doc, profile)   # a streamed document: its collectives
+    click.echo(to_json(report) if as_json else prose("\n".join(
+        lines + [with_left_out(format_text(report), report["left_out"])] + expected.lines(report["expected"], "", profile))))
     if slurm_drain:     # the commands of a dry run are its output; the drained nodes a note
         drain.slurm_drain(rows, dry_run, echo=lambda s: click.echo(s, err=as_json or not dry_run))
     sys.exit(exit_code(report))     # SystemExit passes through click and cli.main

@@ -64,11 +64,12 @@ def _against(g, none="peers only"):
     return f"{theo}, {exp}"
 
 
-def write_outputs(report, doc, junit=None, drain_list=None, prometheus=None):
-    """validate's files (each only when asked for); returns the per-node rows (drain.hosts)."""
+def write_outputs(report, doc, junit=None, drain_list=None, prometheus=None, rows=None):
+    """validate's files (each only when asked for); returns the per-node rows (drain.hosts,
+    or those given: several documents' merged, commands/validate_merge.py)."""
     from . import drain
 
-    rows = drain.hosts(report, doc)
+    rows = drain.hosts(report, doc) if rows is None else rows
     if drain_list:
         write_file(drain_list, drain.drain_list(rows), "--drain-list")
     if junit:

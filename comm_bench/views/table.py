@@ -22,6 +22,32 @@ def fit(text: str, indent=2, width: int = WIDTH) -> str:
                                     break_on_hyphens=False)) or text
 
 
+def fit_lines(text: str, width: int = WIDTH) -> str:
+    """Every line of `text` longer than `width` wrapped (fit), its continuation lines
+    indented under it: a comment stays a comment ("#   "), other lines go 4 spaces in
+    past their own indent. For prose (validate's findings, verdicts), never for tables."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        out.append(fit(line, "#   " if line.startswith("#") else " " * min(lead + 4, 16), width))
+    return "\n".join(out)
+
+
+def prose(text: str) -> str:
+    """Lines of prose for stdout: on a terminal wrapped at WIDTH (fit_lines); into a file
+    or a pipe each stays one line, whole, for grep and for scripts (as the issue has it:
+    not a terminal, nothing cut or folded)."""
+    import sys
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return fit_lines(text) if tty else text
+
+
 def _lat(key):
     return lambda r: _fmt((r.get("latency_us") or {}).get(key), ".2f")
 
@@ -66,6 +92,21 @@ _LAT_NARROW_DROPS = {"count"}
 TAIL_SAMPLES = {"p99": 100, "p99.9": 1000}
 
 
+def _narrower(cell: str, width: int) -> str:
+    """A figure wider than its column with fewer decimals (152175.67 us -> 152175.7, then
+    152176), so a slow link's times keep the table in its columns; text is left as it is."""
+    if len(cell) <= width or "." not in cell:
+        return cell
+    try:
+        v = float(cell)
+    except ValueError:
+        return cell
+    for spec in (".1f", ".0f"):
+        if len(format(v, spec)) <= width:
+            return format(v, spec)
+    return format(v, ".0f")
+
+
 class Layout:
     """The columns of one table: bandwidth or latency, narrow (fits WIDTH) or wide, the pair
     column only where records have pairs, and a percentile only where the samples make one
@@ -94,7 +135,7 @@ class Layout:
                 ("#" + " ".join(f"{u:>{w}}" for _, u, w, _ in self.columns)).rstrip()]
 
     def row(self, record: dict) -> str:
-        return " " + " ".join(f"{str(get(record)):>{w}}" for _, _, w, get in self.columns)
+        return " " + " ".join(f"{_narrower(str(get(record)), w):>{w}}" for _, _, w, get in self.columns)
 
     def note(self):
         """Said once per run or report: the percentiles left out for lack of samples."""
