@@ -7,7 +7,7 @@ import json
 import yaml
 
 from cbtest import assert_no_traceback, run_cli
-from test_heatmap import make_doc, write
+from test_heatmap import dgx_snapshot, make_doc, write
 from test_daily_use_reference import DOC
 
 TABLE = DOC.parents[1] / "comm_bench" / "data" / "reference.yaml"
@@ -85,3 +85,25 @@ def test_unknown_profile_is_one_line_exit_2(tmp_path):
         assert_no_traceback(p)
         assert p.stderr.strip().startswith("comm-bench: --profile dgx-h900: no such profile (one of dgx-h100, ")
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_host_copies_are_held_against_their_pcie_generation(tmp_path):
+    """`-t cuda --op h2d,d2h` on the DGX H100 topology (PCIe Gen5 x16, 63 GB/s): the Gen5
+    row; the same document with --profile azure-ndv4 against the Gen4 row."""
+    doc = make_doc(nodes=1, gpn=1, transport="cuda", pairs=[], pattern="collective", op="h2d")
+    for op, gbs in (("h2d", 50.0), ("d2h", 52.0), ("d2d", 1500.0)):
+        doc["results"].append({"transport": "cuda", "op": op, "mode": "bw", "pattern": "collective",
+                               "size": 1 << 28, "count": 1 << 26, "dtype": "float32", "iters": 20, "warmup": 5,
+                               "time_us": 1.0, "algbw": gbs, "busbw": gbs, "wrong": 0, "extra": {}})
+    path = write(tmp_path, doc, "copies.json")
+    gen5, gen4 = _row("azure-ndv5", "h2d"), _row("azure-ndv4", "h2d")
+    assert "Gen5" in gen5["hardware"] and "Gen4" in gen4["hardware"]
+    # one GPU's copies: validate has nothing to check (exit 2); report holds them against the row
+    out = _flat(run_cli("report", path, check_rc=0).stdout)
+    rate = dgx_snapshot()["gpus"][0]["pcie"]["cur_gbs"]   # the recorded GPU0's PCIe Gen5 x16
+    for op, gbs in (("h2d", 50), ("d2h", 52)):
+        assert (f"{op} 256M: busbw {gbs} GB/s: {100 * gbs / gen5['gbs']:.0f}% of expected {gen5['gbs']:g} GB/s, "
+                f"{100 * gbs / rate:.0f}% of link rate {rate:.4g} GB/s") in out, out
+    assert "d2d 256M" not in out                           # no public figure for d2d: none shown
+    out = _flat(run_cli("report", path, "--profile", "azure-ndv4", check_rc=0).stdout)
+    assert f"h2d 256M: busbw 50 GB/s: {100 * 50 / gen4['gbs']:.0f}% of expected {gen4['gbs']:g} GB/s" in out, out
