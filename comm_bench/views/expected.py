@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 
 from ..errors import UsageError
+from ..results.records import buffer_label
 from ..sizes import human_size
 from . import reference
 from .table import fit
@@ -51,7 +52,7 @@ def _groups(doc):
     for r in doc.get("results") or []:
         if (isinstance(r, dict) and r.get("mode", "bw") == "bw" and _measured(r) is not None
                 and isinstance(r.get("size"), int) and not r.get("confirm")
-                and not ((r.get("extra") or {}).get("buffer"))):
+                and buffer_label(r) == "host"):
             by_op.setdefault(r.get("op"), []).append(r)
     out = {}
     for op, recs in by_op.items():
