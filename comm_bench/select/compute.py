@@ -269,13 +269,23 @@ class Compute:
     def module_recompute_seconds(self, b, tp, layer_share, recompute):
         """HBM time of Megatron-Core's module recomputation in backward: each norm reads and
         writes h per token (layernorm), each routed expert reads gate and up and writes their
-        product, 3 f_e per token copy (moe_act)."""
+        product, 3 f_e per token copy (moe_act); MLA's up-projections run again (mla_up_proj:
+        2 (q_lora a (nope + rope) + kv_lora a (nope + v)) FLOPs per token a layer, 1/tp of the
+        heads per GPU, at the linear layers' rate)."""
         w, modules = self.w, SH.recompute_modules(recompute)
         if not modules:
             return 0.0
         elems = (4 * w["hidden"] * w["layers"] if "layernorm" in modules else 0) + (
             3 * w["expert_ffn"] * w["experts_per_token"] * SH.moe_layers(w) if "moe_act" in modules else 0)
-        return self.hbm_seconds(b, tp, layer_share * elems, w["bytes"]["act"])
+        t = self.hbm_seconds(b, tp, layer_share * elems, w["bytes"]["act"])
+        m = w.get("mla")
+        if "mla_up_proj" in modules and m:
+            per_token = 2.0 * w["heads"] * ((m["q_lora"] or w["hidden"]) * (m["qk_nope"] + m["qk_rope"])
+                                            + m["kv_lora"] * (m["qk_nope"] + m["v"]))
+            rate = (self.fp8_peak * self.fp8_efficiency() if self.fp8_peak
+                    else self.peak * self.gemm_efficiency(w["hidden"] / tp))
+            t += b * w["seq_len"] * w["layers"] * layer_share * per_token / tp / rate
+        return t
 
     def hbm_seconds(self, b, tp, elems_per_token, elem_bytes):
         """Seconds a GPU's HBM needs to move elems_per_token elements of elem_bytes for each

@@ -43,10 +43,13 @@ def overlap_for(overlap, dp_placement, mechanism="backward"):
 
 def _modules(w, kind):
     """The module recomputations auto tries for a shaped model under Megatron-Core (no other
-    framework has them): the norms' outputs, then the experts' activations too (MoE)."""
+    framework has them): the norms' outputs, then the experts' activations too (MoE), then
+    MLA's up-projections too (DeepSeek-V3's own set)."""
     if "ffn_hidden" not in w or kind != "megatron":
         return []
-    return ["modules:layernorm"] + (["modules:layernorm,moe_act"] if w.get("experts") else [])
+    moe = ",moe_act" if w.get("experts") else ""
+    return (["modules:layernorm"] + ([f"modules:layernorm{moe}"] if moe else [])
+            + ([f"modules:layernorm,mla_up_proj{moe}"] if w.get("mla") else []))
 
 
 def configs(kind, tp, w):
@@ -83,7 +86,8 @@ def virtual_stages(w, pp):
 
 def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None, virtual=None):
     """The fastest configuration of shape c that fits (or the leanest one, infeasible);
-    force: one (recompute, distributed optimizer, sequence parallel[, reshard]) set instead of
+    force: one (recompute, distributed optimizer, sequence parallel[, reshard[, gradients
+    sharded]]) set instead of
     the ladder; virtual: the interleaving to use (a published run's)."""
     kind, dp = c["kind"], c["dp"]
     gb = w["global_batch"] or w["micro_batch"] * cluster["world_size"]

@@ -131,12 +131,20 @@ def mtp_flops_per_token(s, seq, causal=False):
 # Megatron-Core's --recompute-granularity selective --recompute-modules: element-wise modules
 # whose outputs backward recomputes instead of keeping (no GEMM is redone): `layernorm`, the
 # two norms' outputs (the inputs of the QKV and first MLP projections), and `moe_act`, the
-# routed experts' activation output (SwiGLU's gate x up product, GeLU's output).
-MODULE_RECOMPUTE = ("modules:layernorm", "modules:moe_act", "modules:layernorm,moe_act")
+# routed experts' activation output (SwiGLU's gate x up product, GeLU's output); and
+# `mla_up_proj`, multi-head latent attention's query and key/value up-projections (their
+# outputs, the attention's q, k and v, are rebuilt in backward from the kept latents: one
+# GEMM pair redone). DeepSeek-V3 trained with the norms and MLA up-projections recomputed and
+# the MoE SwiGLU's output recomputed from its cached inputs (DeepSeek-V3 technical report,
+# arXiv 2412.19437, section 3.3.2 "Recomputation of RMSNorm and MLA Up-Projection", and
+# 3.3.3 "Low-Precision Storage": "we cache the inputs of the SwiGLU operator and recompute
+# its output in the backward pass"): modules:layernorm,mla_up_proj,moe_act.
+MODULE_RECOMPUTE = ("modules:layernorm", "modules:moe_act", "modules:layernorm,moe_act", "modules:mla_up_proj",
+                    "modules:layernorm,mla_up_proj", "modules:layernorm,mla_up_proj,moe_act")
 
 
 def recompute_modules(recompute):
-    """{'layernorm', 'moe_act'} named by a modules:... recomputation, else empty."""
+    """{'layernorm', 'moe_act', 'mla_up_proj'} named by a modules:... recomputation, else empty."""
     return set(recompute.split(":", 1)[1].split(",")) if recompute.startswith("modules:") else set()
 
 
@@ -174,7 +182,8 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     expert, gathered there: Megatron-Core's dispatcher with expert tensor parallelism etp,
     the default etp = tp). full recomputation keeps the layer input only; modules:
     recomputation drops the norms' outputs (layernorm) and the experts' activation output,
-    the second projection's input (moe_act). fp8: the projections keep their inputs as the
+    the second projection's input (moe_act), MLA's q, k and v (mla_up_proj: the query and
+    key/value latents, replicated over tp, are what it keeps). fp8: the projections keep their inputs as the
     1-byte copies their weight gradients read (Transformer Engine), and the output
     projection its own copy of the attention output, which flash attention keeps in 16 bits."""
     h = s["hidden"]
@@ -185,7 +194,12 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     modules = recompute_modules(recompute)
     lin = 1 if fp8 else act_bytes               # bytes of a kept projection input
     linear_in = 0 if "layernorm" in modules else (2 * h) if sp else 2 * h * tp
-    attn = hq + 2 * hkv + hv
+    m = s.get("mla")
+    # MLA: the up-projections' inputs, the normed query and key/value latents (and the shared
+    # rotary key), kept for their weight gradients; mla_up_proj recomputation keeps only these
+    # and the attention output, rebuilding q, k and v in backward
+    latents = (m["q_lora"] + m["kv_lora"] + m["qk_rope"]) if m else 0
+    attn = (hv if "mla_up_proj" in modules and m else hq + 2 * hkv + hv)
     act_in = 2 if s["glu"] else 1               # the activation's inputs: gate and up, or one
     if moe:
         k, n, f = s["experts_per_token"], s["experts_per_token"] + s.get("shared_experts", 0), s["expert_ffn"]
@@ -195,7 +209,8 @@ def activation_bytes_per_token(s, tp=1, sp=True, recompute="none", moe=False, ac
     else:
         f = s["ffn_hidden"]
         mlp_lin, mlp_act = f, act_in * f
-    return (act_bytes * (shared + attn + mlp_act) + lin * (linear_in + mlp_lin) + (lin * hv if fp8 else 0)) / tp
+    return (act_bytes * (shared + attn + mlp_act) + lin * (linear_in + mlp_lin + latents * tp)
+            + (lin * hv if fp8 else 0)) / tp
 
 
 def _llama3(layers, hidden, heads, ffn, name):

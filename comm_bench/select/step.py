@@ -28,6 +28,8 @@ class Config:
     dist: bool = False          # Megatron's distributed optimizer (overlapped RS / AG)
     sp: bool = False            # sequence parallelism
     reshard: bool = True        # FSDP: reshard parameters after forward
+    grads_sharded: bool = False  # FSDP without resharding under a pipeline: gradients reduce-scattered
+    #                              every micro-batch, kept sharded (Llama 3's FSDP) instead of accumulated whole
 
 
 def batch_split(gb, b, dp, pp, v):
@@ -86,7 +88,8 @@ def split_params(w, c, split=None, r=0):
 def _sharded(lay, cfg, pp):
     """Which states the layout splits over its sharding group for this configuration."""
     if lay.kind == "fsdp-tp" and not cfg.reshard:
-        return "k" if pp > 1 else "gk"       # kept unsharded across micro-batches (FSDP2 + PP)
+        # gradients kept unsharded across micro-batches (torchtitan's FSDP2 + PP), unless sharded
+        return "k" if pp > 1 and not cfg.grads_sharded else "gk"
     return lay.sharded + ("k" if cfg.dist else "")
 
 
@@ -136,7 +139,8 @@ def evaluate(c, w, cluster, lm, compute, cfg, overlap_for, overlap, headroom):
     m, gb = batch_split(w["global_batch"] or w["micro_batch"] * N, b, dp, pp, v)
     out = dict(c, **({"etp": etp} if w.get("experts") else {}), hpz_size=min(G, dp), micro_batch=b,
                virtual_stages=v, recompute=rc, distributed_optimizer=cfg.dist, sequence_parallel=cfg.sp,
-               reshard=cfg.reshard, microbatches=m, global_batch=gb)
+               reshard=cfg.reshard, microbatches=m, global_batch=gb,
+               **({"grads_sharded": True} if cfg.grads_sharded else {}))
     unsized = dict(out, model_states_gb=None, activations_gb=None, buffers_gb=None, memory_gb=None)
     if m == 0:
         return infeasible(unsized, f"global batch {w['global_batch'] or w['micro_batch'] * N} < micro-batch {b} x "
@@ -289,12 +293,16 @@ def _dp_traffic(tl, w, lay, cfg, sb, g_comm, P_local, place, tag, units, m, pp, 
     frac = P_local / max(1.0, sum(units))     # this group's share of each unit
     if lay.kind == "fsdp-tp" and not cfg.reshard and pp > 1:
         # parameters gathered before the first micro-batch and kept; gradients accumulated
-        # unsharded and reduce-scattered after the last (FSDP2 under a pipeline schedule)
+        # unsharded and reduce-scattered after the last (FSDP2 under a pipeline schedule), or
+        # reduce-scattered after every micro-batch's backward and kept sharded (grads_sharded)
         sizes = [u * frac * g_comm for u in units]
-        rs, last = tl.add(f"gradient reduce_scatter per unit{tag}", "reduce_scatter", sizes, place)
+        n_rs = m if cfg.grads_sharded else 1
+        rs, last = tl.add(f"gradient reduce_scatter per unit{' per micro-batch' if n_rs > 1 else ''}{tag}",
+                          "reduce_scatter", sizes, place, repeat=n_rs)
         ag, first = tl.add(f"parameter all_gather per unit, once per step{tag}", "all_gather",
                            [u * frac * sb["p"] for u in units], place)
-        return max(first.seconds, ag.seconds - F * (t_mb - bwd)) + max(last.seconds, rs.seconds - F * bwd)
+        return (max(first.seconds, ag.seconds - F * (t_mb - bwd))
+                + n_rs * max(last.seconds, rs.seconds / n_rs - F * bwd))
     per_mb = 1 if grad_when == "step" and not per_unit else m
     if lay.kind == "ddp":
         sizes = ddp_buckets(tensors(w), g_comm, w["bucket_mb"])

@@ -232,6 +232,8 @@ def build(model=None, params=None, layers=None, hidden=None, heads=None, seq_len
         raise UsageError(f"--recompute {recompute} needs a model shape (a --model preset of today, or --ffn-hidden)")
     if "moe_act" in modules and not w.get("experts"):
         raise UsageError(f"--recompute {recompute}: moe_act needs a mixture of experts (--experts)")
+    if "mla_up_proj" in modules and not w.get("mla"):
+        raise UsageError(f"--recompute {recompute}: mla_up_proj needs multi-head latent attention (--kv-lora-rank)")
     if grad_reduce not in GRAD_REDUCE:
         raise UsageError(f"unknown --grad-reduce {grad_reduce!r} ({', '.join(GRAD_REDUCE)})")
     w["grad_reduce"] = grad_reduce
