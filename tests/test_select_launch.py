@@ -59,7 +59,7 @@ def test_small_layers_wait_for_the_host(h100):
     assert eager == pytest.approx(4 * LN.HOST_LAYER_S)
     comp = res["context"][3]
     assert comp.seconds(1, 1, 1.0, "full", logits=False) >= 4 * LN.HOST_LAYER_S * (1 + LN.RECOMPUTE_SHARE) * 0.999
-    assert "--eager" in res["workload"]["compute_note"]
+    assert "--eager" in res["workload"]["compute_note"] and "MoE" not in res["workload"]["compute_note"]
     best = [c for c in res["candidates"] if c["feasible"]][0]
     plain = {c["layout"]: c for c in select(h100, **SMALL)["candidates"]}[best["layout"]]
     assert best["step_s"] > plain["step_s"]
@@ -75,8 +75,9 @@ def test_large_layers_hide_the_host(h100):
 
 def test_moe_layers_add_the_dispatcher(h100):
     kw = dict(SMALL, experts=8, experts_per_token=2)
-    _, eager = _seconds(h100, eager=True, **kw)
+    res, eager = _seconds(h100, eager=True, **kw)
     assert eager == pytest.approx(4 * (LN.HOST_LAYER_S + LN.MOE_DISPATCH_HOST_S))
+    assert "5.39 ms a MoE layer's dispatcher" in res["workload"]["compute_note"]
 
 
 def test_cli_flag(h100, capsys):

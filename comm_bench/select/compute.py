@@ -164,7 +164,7 @@ class Compute:
         if self.power_note:
             self.note += "; " + self.power_note
         if eager:
-            self.note += "; " + LN.note()
+            self.note += "; " + LN.note(w)
 
     def attention_efficiency(self):
         """Measured flash-attention efficiency at the nearest measured head dimension, on a

@@ -37,7 +37,9 @@ def host_seconds(w, layer_share, recompute):
     return per * (n * HOST_LAYER_S + moe * MOE_DISPATCH_HOST_S)
 
 
-def note():
-    return (f"--eager: each layer's forward + backward takes at least {HOST_LAYER_S * 1e3:.2f} ms of host time "
-            f"(+ {MOE_DISPATCH_HOST_S * 1e3:.2f} ms a MoE layer's dispatcher), measured on an H100 "
-            "(tools/bench_launch_overhead.py, tools/bench_moe_megatron.py)")
+def note(w):
+    moe = (f" (+ {MOE_DISPATCH_HOST_S * 1e3:.2f} ms a MoE layer's dispatcher)" if w.get("layers") and SH.moe_layers(w)
+           else "")
+    return (f"--eager: each layer's forward + backward takes at least {HOST_LAYER_S * 1e3:.2f} ms of host time"
+            f"{moe}, measured on an H100 (tools/bench_launch_overhead.py"
+            + (", tools/bench_moe_megatron.py)" if moe else ")"))
