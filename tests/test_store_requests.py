@@ -15,7 +15,8 @@ import pytest
 from comm_bench.control.light_store import _read_frame
 from comm_bench.control.store_server import MAX_LIST_KEYS, MAX_WAIT_MS
 from comm_bench.control.store_wire import (ADD, AUTH, CHECK, DELETE, GET, MULTI_GET, MULTI_SET, OK,
-                                           REFUSED, SET, TIMED_OUT, WAIT, frame, pack_values, proof)
+                                           REFUSED, SET, SET_QUIET, TIMED_OUT, WAIT, frame, pack_values,
+                                           proof)
 
 SECRET = b"0123456789abcdef-store-requests"
 
@@ -29,10 +30,10 @@ from comm_bench.system.netutil import free_port
 plant = sys.argv[2] == "plant"
 if plant:
     real_set = StoreServer._set
-    def _set(self, key, value, reply=None):
+    def _set(self, key, value):
         if key == b"boom":
             raise RuntimeError("a planted fault")
-        return real_set(self, key, value, reply)
+        return real_set(self, key, value)
     StoreServer._set = _set
 port = free_port()
 StoreServer(_listener("127.0.0.1", port, True), sys.argv[1].encode())
@@ -212,8 +213,9 @@ def _typed(rng) -> bytes:
     """A known op with the fields it takes, each drawn from hostile values of its kind."""
     k = lambda: rng.choice([b"fz/%d" % rng.randrange(8), b"", rng.randbytes(rng.randrange(1, 20)),
                             b"\0".join(b"fz/%d" % rng.randrange(8) for _ in range(rng.randint(2, 6)))])
-    op = rng.choice([SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET])
-    fields = {SET: lambda: (k(), rng.choice([b"1", _number(rng), rng.randbytes(rng.randrange(30))])),
+    op = rng.choice([SET, SET_QUIET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET])
+    set_fields = lambda: (k(), rng.choice([b"1", _number(rng), rng.randbytes(rng.randrange(30))]))
+    fields = {SET: set_fields, SET_QUIET: set_fields,
               GET: lambda: (k(), _number(rng)), ADD: lambda: (k(), _number(rng)), CHECK: lambda: (k(),),
               DELETE: lambda: (k(),), WAIT: lambda: (_number(rng), k()), MULTI_GET: lambda: (k(),),
               MULTI_SET: lambda: (k(), *_fields(rng)[:2])}[op]()
@@ -223,8 +225,8 @@ def _typed(rng) -> bytes:
 def _sane(rng) -> bytes:
     """A well-formed request (often a wait that times out quickly)."""
     k = b"fz/%d" % rng.randrange(8)
-    op = rng.choice([SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET])
-    fields = {SET: (k, b"v"), GET: (k, b"5"), ADD: (k, b"2"), CHECK: (k,), DELETE: (k,), WAIT: (b"5", k),
+    op = rng.choice([SET, SET_QUIET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET])
+    fields = {SET: (k, b"v"), SET_QUIET: (k, b"v"), GET: (k, b"5"), ADD: (k, b"2"), CHECK: (k,), DELETE: (k,), WAIT: (b"5", k),
               MULTI_GET: (k + b"\0fz/1",), MULTI_SET: (k, *pack_values([1], [b"v"]))}[op]
     return frame(op, fields)
 

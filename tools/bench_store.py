@@ -5,9 +5,12 @@ store in a server process of its own, as rank 0 hosts it. The stores alternate, 
 round. Per N and store: the wall time of a barrier (each client sets its arrival; client 0
 waits for all, then releases the others, as rendezvous.Store.barrier does) and of an
 all-gather of 1 KiB per client (set, wait for every key, read them all in one multi_get),
-and the server process's peak resident memory.
+and the server process's peak resident memory. `--barriers K` runs K barriers back to back
+on the same connections in each round (connecting 4,096 TCPStore clients takes minutes, a
+barrier milliseconds): a barrier's time runs from the end of the one before (the first:
+from the start signal) to its last client's return, and a round reports their median.
 
-    .venv/bin/python tools/bench_store.py --clients 256 1024 4096 --rounds 3
+    .venv/bin/python tools/bench_store.py --clients 256 1024 4096 --rounds 5 5 1 --barriers 5
 
 Results: docs/benchmarks/store.md.
 """
@@ -22,6 +25,8 @@ import sys
 import threading
 import time
 from datetime import timedelta
+
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")   # one warning per TCPStore client buried the table
 
 SECRET = b"bench-store-secret-0123456789abcdef"
 HOST = "127.0.0.1"
@@ -60,12 +65,13 @@ def _client(kind: str, port: int):
                     use_libuv=True)
 
 
-def _clients(kind, port, first, count, total, connected, go, out, gather):
+def _clients(kind, port, first, count, total, connected, go, out, gather, barriers):
     """One process: `count` threads, clients first .. first+count-1 of `total`."""
     _raise_nofile()
     done = [None] * count
     stores = [None] * count
-    keys = {"b": [f"b/{r}" for r in range(total)], "g": [f"g/{r}" for r in range(total)]}  # built once, not per client
+    # built once per process, not per client
+    keys = {"g": [f"g/{r}" for r in range(total)], **{j: [f"b{j}/{r}" for r in range(total)] for j in range(barriers)}}
 
     def connect(i):
         stores[i] = _client(kind, port)
@@ -79,21 +85,23 @@ def _clients(kind, port, first, count, total, connected, go, out, gather):
     def run(i):
         me, s = first + i, stores[i]
         start.wait()
-        s.set(f"b/{me}", b"1")
-        if me == 0:
-            s.wait(keys["b"], timedelta(seconds=OP_TIMEOUT_S))
-            s.set("b/go", b"1")
-        else:
-            s.wait(["b/go"], timedelta(seconds=OP_TIMEOUT_S))
-        barrier_done = time.monotonic()
+        ends = []
+        for j in range(barriers):
+            s.set(f"b{j}/{me}", b"1")
+            if me == 0:
+                s.wait(keys[j], timedelta(seconds=OP_TIMEOUT_S))
+                s.set(f"b{j}/go", b"1")
+            else:
+                s.wait([f"b{j}/go"], timedelta(seconds=OP_TIMEOUT_S))
+            ends.append(time.monotonic())
         if not gather:
-            done[i] = (barrier_done, barrier_done)
+            done[i] = (ends, ends[-1])
             return
         s.set(f"g/{me}", os.urandom(1024))
         s.wait(keys["g"], timedelta(seconds=OP_TIMEOUT_S))
         values = s.multi_get(keys["g"])
         assert len(values) == total and all(len(v) == 1024 for v in values)
-        done[i] = (barrier_done, time.monotonic())
+        done[i] = (ends, time.monotonic())
 
     threads = [threading.Thread(target=connect, args=(i,)) for i in range(count)]
     for t in threads:
@@ -122,7 +130,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
+def one_round(kind: str, n: int, procs: int, gather: bool = True, barriers: int = 1) -> dict:
     ctx = mp.get_context("fork")
     from comm_bench.system.netutil import free_port
     port = free_port()
@@ -134,7 +142,8 @@ def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     connected, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     per = [n // procs + (1 if p < n % procs else 0) for p in range(procs)]
     starts = [sum(per[:p]) for p in range(procs)]
-    workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out, gather))
+    workers = [ctx.Process(target=_clients, args=(kind, port, starts[p], per[p], n, connected, go, out, gather,
+                                                         barriers))
                for p in range(procs) if per[p]]
     connect0 = time.monotonic()
     for w in workers:
@@ -158,8 +167,11 @@ def one_round(kind: str, n: int, procs: int, gather: bool = True) -> dict:
     if failed:
         return {"failed": len(failed), "why": failed[0], "server_peak_mb": peak, "server_cpu_s": server_cpu,
                 "client_cpu_s": client_cpu, "connect_s": connect_s}
-    barrier_end = max(d[0] for d in done)
-    return {"barrier_s": barrier_end - t0, "allgather_s": max(d[1] for d in done) - barrier_end if gather
+    ends = [t0] + [max(d[0][j] for d in done) for j in range(barriers)]
+    each = [b - a for a, b in zip(ends, ends[1:])]
+    barrier_end = ends[-1]
+    return {"barrier_s": statistics.median(each), "barriers_s": each,
+            "allgather_s": max(d[1] for d in done) - barrier_end if gather
             else float("nan"), "server_peak_mb": peak, "server_cpu_s": server_cpu, "client_cpu_s": client_cpu,
             "connect_s": connect_s}
 
@@ -168,7 +180,9 @@ def main():
     global OP_TIMEOUT_S
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, nargs="+", default=[256, 1024, 4096])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, nargs="+", default=[3],
+                   help="rounds per store: one number for every N, or one per --clients")
+    p.add_argument("--barriers", type=int, default=1, help="barriers back to back in each round")
     p.add_argument("--procs", type=int, default=4, help="client processes (threads spread over them)")
     p.add_argument("--gather-max", type=int, default=1 << 30,
                    help="skip the all-gather above this many clients (N x N KiB through the store)")
@@ -176,6 +190,11 @@ def main():
     p.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S,
                    help="seconds a client's wait may last (the 4,096-client all-gather moves 16 GiB)")
     a = p.parse_args()
+    if len(a.rounds) not in (1, len(a.clients)) or min(a.rounds) < 1 or a.barriers < 1 or min(a.clients) < 1:
+        print("bench_store.py: --rounds takes one number or one per --clients; rounds, barriers and clients "
+              "are at least 1", file=sys.stderr)
+        return 2
+    rounds = dict(zip(a.clients, a.rounds * len(a.clients) if len(a.rounds) == 1 else a.rounds))
     OP_TIMEOUT_S = a.op_timeout      # the forked servers and clients read it
     _raise_nofile()
     print("| clients | store | barrier s (median, min-max) | all-gather 1 KiB s (median, min-max) "
@@ -183,9 +202,9 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for n in a.clients:
         runs = {kind: [] for kind in a.stores}
-        for _ in range(a.rounds):
+        for _ in range(rounds[n]):
             for kind in runs:                    # alternate: both see the same machine state
-                runs[kind].append(one_round(kind, n, a.procs, gather=n <= a.gather_max))
+                runs[kind].append(one_round(kind, n, a.procs, gather=n <= a.gather_max, barriers=a.barriers))
                 print(f"# {n} {kind}: {runs[kind][-1]}", file=sys.stderr, flush=True)
         for kind, rs in runs.items():
             ok = [r for r in rs if "failed" not in r]

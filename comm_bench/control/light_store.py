@@ -12,10 +12,15 @@ Every connection proves first that it holds the run's secret (an HMAC of a chall
 server draws), so a process without it can neither write nor make the server hold memory
 or wait for it. Values are opaque bytes (rendezvous.Store seals them as well).
 
-The wire format is store_wire.py's.
+The wire format is store_wire.py's. `set` is TCPStore's: it does not wait for an answer
+(the server answers a SET_QUIET only to refuse it); a refusal is raised, naming the key, by
+this client's next call that it reaches before that call's own answer, or by a later `set`
+that finds it already arrived. Calls on one connection are served in order, so a `get`
+after a `set` sees it.
 """
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import threading
@@ -23,12 +28,25 @@ import time
 
 from .store_server import StoreServer
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSAGE, MULTI_GET, MULTI_SET,
-                         OK, SET, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys, pack_values, proof,
-                         unpack_values)
+                         OK, SET_QUIET, SET_REFUSED, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys,
+                         pack_values, proof, unpack_values)
 
-def _read_frame(sock, views: bool = False):
-    """One reply: a small one in a single recv; a large one into a buffer of its size."""
-    head = sock.recv(1 << 16)
+
+class StoreRefused(ConnectionError):
+    """The store refused a request (a quiet SET's refusal names its key)."""
+
+
+def _read_frame(sock, views: bool = False, extra: bytearray | None = None):
+    """One frame: a small one in a single recv; a large one into a buffer of its size.
+    extra: bytes already read past the last frame, and where this call leaves what it reads
+    past its own (a quiet SET's refusal and the next answer can arrive in one recv); without
+    it, a frame must come alone."""
+    head = b""
+    if extra:
+        head = bytes(extra)
+        extra.clear()
+    if not head:
+        head = sock.recv(1 << 16)
     while 0 < len(head) < 4:
         more = sock.recv(4 - len(head))
         head += more
@@ -39,9 +57,14 @@ def _read_frame(sock, views: bool = False):
     (size,) = _LEN.unpack_from(head)
     if not 1 <= size <= MAX_MESSAGE:
         raise ConnectionError(f"a store message of {size} B (at most {MAX_MESSAGE})")
+    if len(head) > 4 + size:
+        if extra is None:
+            raise ConnectionError("the rendezvous store sent a frame nobody asked for")
+        extra += head[4 + size:]
     body = bytearray(size)
-    body[:len(head) - 4] = head[4:4 + size]
-    view, got = memoryview(body), len(head) - 4
+    got = min(size, len(head) - 4)
+    body[:got] = head[4:4 + got]
+    view = memoryview(body)
     while got < size:
         k = sock.recv_into(view[got:], min(size - got, 1 << 22))
         if not k:
@@ -70,6 +93,10 @@ class LightStore:
                                        f"{timeout:.0f} s ({exc.strerror or exc})") from None
                 time.sleep(0.05)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._poll = select.poll()        # has a quiet SET's refusal arrived? (never waits)
+        self._poll.register(self._sock, select.POLLIN)
+        self._timeout_now = None
+        self._extra = bytearray()         # bytes read past the last frame
         try:
             self._sock.settimeout(max(1.0, timeout))
             _, (challenge,) = _read_frame(self._sock)
@@ -83,22 +110,41 @@ class LightStore:
                                   f"({exc})") from None
         self._call(AUTH, (proof(secret, challenge),))
 
-    def _call(self, op: int, fields, wait_s: float = 0.0, views: bool = False):
+    def _call(self, op: int, fields, wait_s: float = 0.0, views: bool = False, answered: bool = True):
+        """answered=False: a SET_QUIET, sent without waiting (only a refusal comes back)."""
+        limit = wait_s + max(1.0, self.timeout)      # the server answers a wait itself
+        refused, status, out = None, None, None
         with self._lock:
-            self._sock.settimeout(wait_s + max(1.0, self.timeout))   # the server answers a wait itself
+            if limit != self._timeout_now:
+                self._sock.settimeout(limit)
+                self._timeout_now = limit
             try:
                 self._sock.sendall(frame(op, [f.encode() if isinstance(f, str) else f for f in fields]))
-                status, out = _read_frame(self._sock, views)
+                # refusals of earlier quiet SETs come first, in order; then this call's answer
+                while answered or self._extra or self._poll.poll(0):
+                    status, out = _read_frame(self._sock, views, self._extra)
+                    if status != SET_REFUSED:
+                        break
+                    refused = refused or out
+                    status = None
             except socket.timeout:
-                raise TimeoutError(f"the rendezvous store did not answer within "
-                                   f"{wait_s + max(1.0, self.timeout):.0f} s") from None
+                if refused is None:     # else the refusal read first is the cause: said below
+                    raise TimeoutError(f"the rendezvous store did not answer within {limit:.0f} s") from None
             except OSError as exc:
-                raise ConnectionError(f"the rendezvous store is gone ({exc.strerror or exc})") from None
+                if refused is None:
+                    raise ConnectionError(f"the rendezvous store is gone ({exc.strerror or exc})") from None
+        if refused is not None:
+            key, why = (bytes(f).decode(errors="replace") for f in (list(refused) + [b"?", b"?"])[:2])
+            raise StoreRefused(f"the rendezvous store refused to set '{key}' ({why})")
+        if not answered:
+            if status is not None:
+                raise ConnectionError(f"the rendezvous store answered a quiet SET (status {status})")
+            return None
         if status == TIMED_OUT:
             raise TimeoutError(f"timed out after {wait_s:.0f} s waiting for the rendezvous store's keys")
         if status != OK:
             why = bytes(out[0]).decode(errors="replace") if out else "no reason given"
-            raise ConnectionError(f"the rendezvous store refused a request ({why})")
+            raise StoreRefused(f"the rendezvous store refused a request ({why})")
         return out
 
     @staticmethod
@@ -106,7 +152,7 @@ class LightStore:
         return str(max(0, int(seconds * 1e3)))
 
     def set(self, key: str, value) -> None:
-        self._call(SET, (key, value))
+        self._call(SET_QUIET, (key, value), answered=False)
 
     def get(self, key: str) -> bytes:
         return self._call(GET, (key, self._ms(self.timeout)), self.timeout)[0]

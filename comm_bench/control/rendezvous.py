@@ -28,7 +28,7 @@ from datetime import timedelta
 
 from ..errors import RunFailed
 from . import fd_limit
-from .light_store import LightStore
+from .light_store import LightStore, StoreRefused
 
 
 class Store:
@@ -114,11 +114,17 @@ class Store:
         return None
 
     # -- plain key/value -------------------------------------------------
-    def set(self, key: str, value) -> None:
+    def set(self, key: str, value, confirmed: bool = False) -> None:
+        """confirmed: return only once the store holds it. A set is not answered (neither
+        store answers one), so a process that exits right after it could be seen gone by
+        another before its value is there; a request with an answer on the same connection,
+        served in order, proves it arrived."""
         if not isinstance(value, (bytes, str)):
             value = json.dumps(value)
         payload = value.encode() if isinstance(value, str) else value
         self.raw_call(f"set '{key}'", self._s.set, key, self._mac(key, payload) + payload)
+        if confirmed:
+            self.raw_call(f"set '{key}'", self._s.check, [key])
 
     def get(self, key: str) -> bytes:
         """The value of `key` (waiting for it); values another process forged are
@@ -127,6 +133,8 @@ class Store:
         while True:
             try:
                 payload = self._open(key, self._s.get(key))
+            except StoreRefused as exc:     # an earlier set's refusal, read ahead of this answer
+                raise RunFailed(f"rank {self.rank}: {_one_line(exc)} (rank 0 at {self.host}:{self.port})") from None
             except Exception as exc:  # noqa: BLE001
                 raise RunFailed(f"rank {self.rank}: timed out after {self.timeout:.0f} s waiting for "
                                 f"'{key}' in the rendezvous store ({_one_line(exc)})") from None
@@ -266,6 +274,8 @@ class Store:
             try:
                 self._s.wait(keys, timedelta(seconds=self.timeout))
                 return
+            except StoreRefused as exc:     # not a wait that ran out: an earlier set failed
+                raise RunFailed(f"rank {self.rank}: {_one_line(exc)} (rank 0 at {self.host}:{self.port})") from None
             except Exception:  # noqa: BLE001 - name the ranks that did not arrive
                 pass
             if progress_of is None:

@@ -10,6 +10,9 @@ What it promises (docs/reliability.md, "The rendezvous store"):
   MAX_OUTBOUND in total (4,096 ranks reading a 4 MB gather at once), further requests
   wait their turn; stored values are capped at MAX_STORED bytes in total (a SET beyond it
   is refused, naming the cap).
+- A SET_QUIET is answered only when refused (SET_REFUSED, naming the key and why), as
+  TCPStore answers no SET: a 256-rank barrier spent a third of this loop's time sending
+  256 `OK`s nobody needed (docs/benchmarks/store.md). Everything else is answered in order.
 - A blocked GET or WAIT is indexed by the keys it waits for: a SET wakes only its own
   waiters. Waits on the same keys share one entry per key (4,096 ranks waiting for the
   same 4,096 keys are indexed once, not 4,096 times). A WAIT names at most MAX_WAIT_KEYS keys.
@@ -49,7 +52,8 @@ import time
 from itertools import filterfalse
 
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
-                          MULTI_GET, MULTI_SET, OK, REFUSED, SET, TIMED_OUT, WAIT, _LEN, fields_of,
+                          MULTI_GET, MULTI_SET, OK, REFUSED, SET, SET_QUIET, SET_REFUSED, TIMED_OUT, WAIT,
+                          _LEN, fields_of,
                           frame, proof, split_keys, unpack_values, values_frame)
 
 AUTH_WINDOW = 10.0            # seconds a connection has to prove it holds the secret
@@ -59,7 +63,7 @@ MAX_OUTBOUND = 256 << 20      # bytes of replies not wholly sent, in total: past
 MAX_WAIT_MS = 1_000_000_000   # the longest a GET or WAIT waits (--timeout's own maximum, 1,000,000 s)
 MAX_LIST_KEYS = 1 << 20       # keys one CHECK, DELETE, MULTI_GET or MULTI_SET may name
 MAX_LOGGED = 20               # dropped connections named on stderr; later ones are counted only
-_FIELDS = {SET: 2, GET: 2, ADD: 2, CHECK: 1, DELETE: 1, WAIT: 2, MULTI_GET: 1, MULTI_SET: 3}
+_FIELDS = {SET: 2, SET_QUIET: 2, GET: 2, ADD: 2, CHECK: 1, DELETE: 1, WAIT: 2, MULTI_GET: 1, MULTI_SET: 3}
 _WHOLE = re.compile(rb"-?[0-9]{1,19}")     # ASCII digits only: int() would take " 5", "1_0", "٣"
 _COUNTER = 1 << 63
 
@@ -288,6 +292,14 @@ class StoreServer:
         (size,) = _LEN.unpack_from(conn.inbox)
         return max(1, min(4 + size - len(conn.inbox), 1 << 20))
 
+    @staticmethod
+    def _frame_in_hand(conn) -> bool:
+        """The inbox holds a whole frame, or a length _serve will refuse: read no further."""
+        if len(conn.inbox) < 4:
+            return False
+        (size,) = _LEN.unpack_from(conn.inbox)
+        return not 1 <= size <= conn.limit - 4 or len(conn.inbox) >= 4 + size
+
     def _serve(self, conn):
         """Answer the inbox's whole frames in turn until one must wait or a reply is still
         being sent: a connection has one request in hand at a time."""
@@ -306,18 +318,31 @@ class StoreServer:
             try:
                 reply = self._answer(conn, body[0], fields_of(body))
             except _Refused as why:
-                reply = frame(REFUSED, (str(why).encode(),))
+                reply = _refusal(body, str(why))
             except (ValueError, IndexError, struct.error):
-                reply = frame(REFUSED, (b"a malformed request",))
+                reply = _refusal(body, "a malformed request")
             if reply is not None:
                 self._send(conn, reply)
         self._update(conn)
 
     def _send(self, conn, data: bytes):
+        sent = 0
         if conn.outbox:
             data = bytes(conn.outbox) + data
-        self._release(conn)
-        conn.outbox, conn.retained = memoryview(data), data
+            self._release(conn)
+        else:
+            # the usual reply goes whole into the socket at once: then nothing is held or
+            # counted (a barrier's N wake-ups are N such sends)
+            try:
+                sent = conn.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self._close(conn)
+                return
+            if sent == len(data):
+                return
+        conn.outbox, conn.retained = memoryview(data)[sent:], data
         # one reply object sent on many connections (a shared gather) is memory held once
         entry = self._buffers.get(id(data))
         if entry is None:
@@ -359,11 +384,18 @@ class StoreServer:
             self._woken += held
 
     def _update(self, conn):
-        """Wait to write while a reply is unsent; to read while nothing is pending; else neither."""
+        """Wait to write while a reply is unsent; else to read, unless the connection waits (a
+        GET, a WAIT, room for replies) with a whole frame in hand already. A waiting connection
+        stays registered: unregistering and registering it again cost two epoll calls per wait
+        (a barrier is N waits), and its peer closing is seen at once, not at its deadline."""
         if conn.fd not in self._conns:
             return
-        idle = conn.waiter is None and conn.fd not in self._held
-        events = selectors.EVENT_WRITE if conn.outbox else selectors.EVENT_READ if idle else 0
+        if conn.outbox:
+            events = selectors.EVENT_WRITE
+        elif conn.waiter is None and conn.fd not in self._held:
+            events = selectors.EVENT_READ
+        else:
+            events = 0 if self._frame_in_hand(conn) else selectors.EVENT_READ
         if events == conn.events:
             return
         if not conn.events:
@@ -392,8 +424,12 @@ class StoreServer:
         named = f[0].count(b"\0") + 1 if op in (CHECK, DELETE, MULTI_GET, MULTI_SET) else 0
         if named > MAX_LIST_KEYS:
             raise _Refused(f"a request naming {named} keys (at most {MAX_LIST_KEYS})")
+        if op == SET_QUIET:
+            why = self._set(f[0], f[1])
+            return None if why is None else frame(SET_REFUSED, (f[0], why.encode()))
         if op == SET:
-            return self._set(f[0], f[1])
+            why = self._set(f[0], f[1])
+            return _SET_OK if why is None else frame(REFUSED, (why.encode(),))
         if op == GET:
             return self._block(conn, f[0], [f[0]], _timeout_ms(f[1]), reply_key=f[0])
         if op == ADD:
@@ -404,7 +440,8 @@ class StoreServer:
             if not -_COUNTER <= total < _COUNTER:
                 raise _Refused(f"an ADD past a 64-bit counter ({int(held)} + {amount})")
             value = str(total).encode()
-            return self._set(f[0], value, reply=value)
+            why = self._set(f[0], value)
+            return frame(OK, (value,)) if why is None else frame(REFUSED, (why.encode(),))
         if op == CHECK:
             return frame(OK, (b"1" if all(k in self.data for k in split_keys(f[0])) else b"0",))
         if op == DELETE:
@@ -434,17 +471,18 @@ class StoreServer:
             if len(keys) != len(values) or any(isinstance(v, int) for v in values):
                 return frame(REFUSED, (b"a malformed request",))
             for k, v in zip(keys, values):
-                refused = self._set(k, v)
-                if refused is not _SET_OK:
-                    return refused
+                why = self._set(k, v)
+                if why is not None:
+                    return frame(REFUSED, (why.encode(),))
             return _SET_OK
         return frame(REFUSED, (b"an unknown request",))      # not reached: _FIELDS names every op
 
-    def _set(self, key: bytes, value: bytes, reply=None):
+    def _set(self, key: bytes, value: bytes):
+        """Store and wake the key's waiters; None, or why the SET is refused."""
         old = self.data.get(key)
         grown = len(key) + len(value) - (0 if old is None else len(key) + len(old))
         if self.stored + grown > MAX_STORED:
-            return frame(REFUSED, (f"the store holds {self.stored} B already (at most {MAX_STORED})".encode(),))
+            return f"the store holds {self.stored} B already (at most {MAX_STORED})"
         self.data[key] = value
         self.stored += grown
         self._version += 1
@@ -455,7 +493,7 @@ class StoreServer:
                     del self._groups[g.name]
                 for w in list(g.members):
                     self._wake(w, OK)
-        return _SET_OK if reply is None else frame(OK, (reply,))
+        return None
 
     def _multi_get(self, keys) -> bytes:
         room = MAX_MESSAGE - 64 - 4 * len(keys)
@@ -495,7 +533,8 @@ class StoreServer:
         return None
 
     def _reply(self, reply_key):
-        return frame(OK, (self.data[reply_key],) if reply_key is not None else ())
+        # a WAIT's answer is one shared object: 4,096 waiters woken at once add no 4,096 replies
+        return _SET_OK if reply_key is None else frame(OK, (self.data[reply_key],))
 
     def _forget(self, w):
         """A waiter answered, timed out or closed: out of the index."""
@@ -521,7 +560,8 @@ class StoreServer:
             return
         ready = status == OK and (w.reply_key is None or w.reply_key in self.data)
         self._send(conn, self._reply(w.reply_key) if ready else frame(TIMED_OUT, ()))
-        self._woken.append(conn)      # served again by the loop: no recursion through _serve
+        if conn.inbox or conn.outbox or conn.events != selectors.EVENT_READ:
+            self._woken.append(conn)  # served again by the loop: no recursion through _serve
 
     def _expire(self):
         now = time.monotonic()
@@ -542,6 +582,18 @@ class StoreServer:
                 break
             self.refused_hellos += 1
             self._close(oldest)
+
+
+def _refusal(body: bytes, why: str) -> bytes:
+    """The answer to a request refused before it was served: a SET_QUIET's names its key,
+    so that the client, which reads it ahead of a later reply, can say which SET failed."""
+    if body[:1] != bytes([SET_QUIET]):
+        return frame(REFUSED, (why.encode(),))
+    try:
+        key = fields_of(body)[0]
+    except (IndexError, struct.error):
+        key = b"?"
+    return frame(SET_REFUSED, (key, why.encode()))
 
 
 _SET_OK = frame(OK, ())

@@ -2,8 +2,13 @@
 server (store_server.py).
 
 Frames: a 4-byte length, then the op (one byte) and its fields, each a 4-byte length and
-bytes. Replies: a status byte (0 ok, 1 timed out, 2 refused) and fields. A connection's
-first frame answers the server's greeting (a random challenge) with `proof`.
+bytes. Replies: a status byte (0 ok, 1 timed out, 2 refused, 3 a quiet SET refused) and
+fields. A connection's first frame answers the server's greeting (a random challenge) with
+`proof`.
+
+Every request is answered, in order, except SET_QUIET: it is answered only when refused,
+with SET_REFUSED (the key, the reason), so a client reads at most such frames ahead of the
+reply it waits for (docs/internal-contracts.md, "The rendezvous store's wire").
 """
 from __future__ import annotations
 
@@ -14,8 +19,8 @@ from itertools import accumulate
 
 MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
 MAX_HELLO = 256               # what a connection may send before it has authenticated
-SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET, AUTH = range(9)
-OK, TIMED_OUT, REFUSED = range(3)
+SET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET, AUTH, SET_QUIET = range(10)
+OK, TIMED_OUT, REFUSED, SET_REFUSED = range(4)
 ABSENT, LATER = -1, -2        # multi_get's lengths: the key is absent; the reply had no room
 _LEN = struct.Struct("!I")
 

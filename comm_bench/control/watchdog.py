@@ -65,7 +65,8 @@ class Watchdog:
         """Tell every rank that this one failed (best effort)."""
         failure = {"rank": self.rank, "host": self.rank_hosts[self.rank], "reason": reason}
         try:
-            self._client.set(ABORT_KEY, json.dumps(failure))
+            # confirmed: this rank exits next, and a peer that sees it gone reads the abort
+            self._client.set(ABORT_KEY, json.dumps(failure), confirmed=True)
         except Exception:  # noqa: BLE001 - the store may be gone; our own exit says enough
             pass
 
@@ -124,7 +125,7 @@ class Watchdog:
             elif now - since > self.stale_after:
                 failure = {"rank": r, "host": self.rank_hosts[r],
                            "reason": f"stopped answering (no heartbeat for {now - since:.0f} s)"}
-                self._client.set(ABORT_KEY, json.dumps(failure))
+                self._client.set(ABORT_KEY, json.dumps(failure), confirmed=True)
                 # record it before the others exit: their leaving makes this rank's own
                 # collectives fail, and that must not pass for the cause
                 self.stop_for(failure, linger=2.5)
