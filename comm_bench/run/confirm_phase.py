@@ -12,6 +12,7 @@ def run_phase(run: PairRunner, op: str, first_round: int = 0) -> None:
     from ..topology.linkmap import LinkMap
     from ..validate.confirm import plan, span_iters, suspects_of
     from ..validate.rules import load_rules
+    from ..views.table import prose       # 80 columns on a terminal, whole lines into a pipe
 
     rounds = sus = good = rules = None
     mode = run.cfg.mode
@@ -28,7 +29,7 @@ def run_phase(run: PairRunner, op: str, first_round: int = 0) -> None:
         if sus:
             names = ", ".join(f"rank {s['rank']}" if s["kind"] == "rank" else f"pair {s['src']}->{s['dst']}"
                               for s in sus)
-            run.say(f"# confirm: re-measuring {names} against known-good pairs ({len(rounds)} measurements)")
+            run.say(prose(f"# confirm: re-measuring {names} against known-good pairs ({len(rounds)} measurements)"))
             run.add_work(len(rounds))      # the bar's total counts them too
     rounds, at = run.share(f"cb/confirm/{op}", (rounds, [s.get("size") for s in sus]) if run.rank == 0 else None)
     # bandwidth: the largest size (the figure a link is judged by); latency: the smallest,
@@ -45,4 +46,4 @@ def run_phase(run: PairRunner, op: str, first_round: int = 0) -> None:
     if run.rank == 0:
         from ..validate.said import confirm_line
 
-        run.say(confirm_line(sus, good, run.document(op), rules, mode))
+        run.say(prose(confirm_line(sus, good, run.document(op), rules, mode)))

@@ -207,7 +207,8 @@ def results_line(path: str, stream=None) -> None:
     """The run's last line: the file it wrote and the command to run next. Print nothing after it."""
     stream = stream or sys.stdout
     try:
-        print(f"# results: {path} (next: comm-bench validate {shlex.quote(str(path))})", file=stream, flush=True)
+        from ..views.table import prose
+        print(prose(f"# results: {path} (next: comm-bench validate {shlex.quote(str(path))})"), file=stream, flush=True)
     except BrokenPipeError:     # `| head -1`: no reader left; the exit's own flush must not fail either
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, stream.fileno())
