@@ -1,8 +1,6 @@
-"""Builds the native parts of comm_bench from csrc/.
-
-comm_bench._C        csrc/core/     always: timing/statistics harness + raw TCP transport
-comm_bench._ibverbs  csrc/ibverbs/  where rdma-core's headers (infiniband/verbs.h) exist
-comm_bench._cuda     csrc/cuda/     where nvcc exists: CUDA copies and NCCL (loaded at run time)
+"""Builds the native parts of comm_bench from csrc/: the parts and their folders are
+comm_bench/system/native.py's PARTS (the one list; doctor reads it too). The core always;
+_ibverbs where rdma-core's headers (infiniband/verbs.h) exist; _cuda where nvcc exists.
 
 Each extension is built from every *.cpp (host compiler) and *.cu (nvcc) in its folder;
 headers shared by all of them (harness.h, pybind_common.h) sit in csrc/. A new source
@@ -11,6 +9,7 @@ file in a folder is built without editing this file.
 A part whose toolkit is missing is skipped with a message; comm_bench imports
 without it and `comm-bench doctor` says why it is absent.
 """
+import ast
 import os
 import shutil
 import subprocess
@@ -33,27 +32,38 @@ def sources(folder, suffix):
     return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(suffix))
 
 
-def core_extension():
+def native_parts():
+    """{module: (csrc folder, what, why missing)} from comm_bench/system/native.py, read as a
+    literal: the build runs before comm_bench can be imported."""
+    path = os.path.join(HERE, "comm_bench", "system", "native.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "PARTS")
+    return ast.literal_eval(node.value)
+
+
+def host_extension(name, folder):
+    """A part that links nothing beyond the C++ runtime (the core)."""
     return Pybind11Extension(
-        "comm_bench._C", sources("core", ".cpp"),
-        include_dirs=["csrc", "csrc/core"], extra_compile_args=CXX_FLAGS, libraries=["pthread"])
+        f"comm_bench.{name}", sources(folder, ".cpp"),
+        include_dirs=["csrc", f"csrc/{folder}"], extra_compile_args=CXX_FLAGS, libraries=["pthread"])
 
 
 def has_header(path):
     return any(os.path.exists(os.path.join(d, path)) for d in ("/usr/include", "/usr/local/include"))
 
 
-def ibverbs_extension():
+def ibverbs_extension(name, folder):
     if os.environ.get("COMM_BENCH_NO_IBVERBS"):
-        note("skipping comm_bench._ibverbs (COMM_BENCH_NO_IBVERBS set)")
+        note(f"skipping comm_bench.{name} (COMM_BENCH_NO_IBVERBS set)")
         return None
     if not has_header("infiniband/verbs.h"):
-        note("skipping comm_bench._ibverbs: infiniband/verbs.h not found "
+        note(f"skipping comm_bench.{name}: infiniband/verbs.h not found "
              "(install rdma-core's libibverbs-dev)")
         return None
     return Pybind11Extension(
-        "comm_bench._ibverbs", sources("ibverbs", ".cpp"),
-        include_dirs=["csrc", "csrc/ibverbs"], extra_compile_args=CXX_FLAGS, libraries=["ibverbs", "pthread"])
+        f"comm_bench.{name}", sources(folder, ".cpp"),
+        include_dirs=["csrc", f"csrc/{folder}"], extra_compile_args=CXX_FLAGS, libraries=["ibverbs", "pthread"])
 
 
 def find_nvcc():
@@ -66,24 +76,24 @@ def find_nvcc():
     return None
 
 
-def cuda_extension():
+def cuda_extension(name, folder):
     """CUDA sources (*.cu) are compiled by nvcc in CudaBuildExt; C++ sources by the host compiler."""
     if os.environ.get("COMM_BENCH_NO_CUDA"):
-        note("skipping comm_bench._cuda (COMM_BENCH_NO_CUDA set)")
+        note(f"skipping comm_bench.{name} (COMM_BENCH_NO_CUDA set)")
         return None
     nvcc = find_nvcc()
     if not nvcc:
         note("skipping comm_bench._cuda: nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
         return None
-    cu_sources = sources("cuda", ".cu")
+    cu_sources = sources(folder, ".cu")
     # nvcc may be a wrapper script (/usr/local/bin/nvcc): take the first root holding the runtime
     roots = [os.environ.get("CUDA_HOME"), os.path.dirname(os.path.dirname(os.path.realpath(nvcc))),
              "/usr/local/cuda"]
     cuda_home = next((r for r in roots if r and os.path.exists(os.path.join(r, "include", "cuda_runtime.h"))),
                      roots[1])
     ext = Pybind11Extension(
-        "comm_bench._cuda", sources("cuda", ".cpp"),
-        include_dirs=["csrc", "csrc/cuda", os.path.join(cuda_home, "include")],
+        f"comm_bench.{name}", sources(folder, ".cpp"),
+        include_dirs=["csrc", f"csrc/{folder}", os.path.join(cuda_home, "include")],
         library_dirs=[os.path.join(cuda_home, "lib64")],
         runtime_library_dirs=[os.path.join(cuda_home, "lib64")],
         libraries=["cudart", "dl", "pthread"], extra_compile_args=CXX_FLAGS)
@@ -120,7 +130,10 @@ class CudaBuildExt(build_ext):
         super().build_extension(ext)
 
 
-extensions = [e for e in (core_extension(), ibverbs_extension(), cuda_extension()) if e]
+# the parts that link a library of their own, or need a toolkit; any other is a host_extension
+BUILDERS = {"_ibverbs": ibverbs_extension, "_cuda": cuda_extension}
+extensions = [e for e in (BUILDERS.get(name, host_extension)(name, folder)
+                          for name, (folder, _what, _why) in native_parts().items()) if e]
 # COMM_BENCH_ONLY=_ibverbs,_cuda rebuilds just those parts (handy while working on one).
 _only = [n for n in os.environ.get("COMM_BENCH_ONLY", "").split(",") if n]
 if _only:

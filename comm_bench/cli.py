@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 import click
 
 from . import __version__
-from .errors import INTERNAL_ERROR, CommBenchError, Interrupted
+from .errors import EXIT_OK, EXIT_SIGNAL, INTERNAL_ERROR, CommBenchError, Interrupted
 
 COMMANDS = {  # name -> "module:attribute"; modules are imported only when used
     "sweep": "comm_bench.commands.sweep:sweep",
@@ -72,7 +73,7 @@ def main(argv=None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         print("comm-bench: aborted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_SIGNAL + signal.SIGINT)
     except click.ClickException as exc:  # usage errors: one line, exit 2
         where = f"comm-bench {exc.ctx.info_name}" if getattr(exc, "ctx", None) and exc.ctx.parent else "comm-bench"
         print(f"{where}: error: {exc.format_message()} (see --help)", file=sys.stderr)
@@ -84,7 +85,7 @@ def main(argv=None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("comm-bench: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_SIGNAL + signal.SIGINT)
     except Interrupted as exc:
         print(f"comm-bench: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -95,7 +96,7 @@ def main(argv=None) -> None:
         print(f"comm-bench: internal error: {type(exc).__name__}: {first} (rerun with --debug "
               "for the traceback, and please report it)", file=sys.stderr)
         sys.exit(INTERNAL_ERROR)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

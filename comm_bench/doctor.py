@@ -9,12 +9,11 @@ import os
 import shutil
 import sys
 
-from .system.native import load
+from .system.native import PARTS, load
 
 
 def native_parts():
-    for name, what in (("_C", "core harness + tcp"), ("_ibverbs", "RDMA engine"),
-                       ("_cuda", "CUDA copies + NCCL")):
+    for name, (_folder, what, _why) in PARTS.items():
         mod, why = load(name)
         yield f"native {name} ({what})", mod is not None, "built" if mod else why
 
@@ -60,7 +59,7 @@ def devices():
     yield ("RDMA devices", bool(ib), ", ".join(ib) if ib else
            "none in /sys/class/infiniband: no InfiniBand/RoCE NIC or driver; to try RDMA without one, "
            "use Soft-RoCE (`modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <if>`)")
-    from .topology.verbs import available as pyverbs_available
+    from .system.verbs import available as pyverbs_available
     ok, what = pyverbs_available()
     yield ("RDMA port discovery through pyverbs (rdma-core)", ok,
            f"pyverbs {what}: topo reads ports and GID tables from libibverbs" if ok

@@ -12,7 +12,8 @@ import pytest
 from comm_bench.system import nvml_counters as nvml
 from comm_bench import ops, registry
 from comm_bench.schedule import schedule
-from comm_bench.transports.base import RankContext, TransportUnavailable
+from comm_bench.errors import TransportUnavailable
+from comm_bench.transports.base import RankContext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -52,7 +53,7 @@ def test_shared_gpu_flag_has_one_type():
 @pytest.mark.parametrize("path", ["transports/cuda.py", "transports/nccl.py", "transports/torch_nccl.py"])
 def test_module_level_imports_are_stdlib_only(path):
     """Importing a GPU transport pulls in no optional library (torch, CUDA): the standard
-    library, .base and comm_bench.ops (numpy, a required dependency) only."""
+    library, .base, comm_bench.errors and comm_bench.ops (numpy, a required dependency) only."""
     tree = ast.parse(open(os.path.join(ROOT, path)).read())
     allowed = set(sys.stdlib_module_names) | {"__future__"}
     for node in tree.body:
@@ -60,7 +61,7 @@ def test_module_level_imports_are_stdlib_only(path):
             assert all(a.name.split(".")[0] in allowed for a in node.names), ast.dump(node)
         elif isinstance(node, ast.ImportFrom):
             internal = (node.level == 1 and node.module == "base") or (
-                node.level == 2 and (node.module == "ops" or (node.module is None and
+                node.level == 2 and (node.module in ("ops", "errors") or (node.module is None and
                                                               [a.name for a in node.names] == ["ops"])))
             assert internal or (node.level == 0 and node.module.split(".")[0] in allowed), ast.dump(node)
 

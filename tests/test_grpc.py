@@ -22,8 +22,8 @@ grpc = pytest.importorskip("grpc")
 
 from comm_bench import registry  # noqa: E402
 from comm_bench.transports import grpc_streams as gs  # noqa: E402
-from comm_bench.errors import UsageError  # noqa: E402
-from comm_bench.transports.base import RankContext, TransportError, TransportUnavailable  # noqa: E402
+from comm_bench.errors import TransportUnavailable, UsageError  # noqa: E402
+from comm_bench.transports.base import RankContext, TransportError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -49,7 +49,8 @@ def test_probe_says_how_to_try_soft_roce():
 
 @no_device_here
 def test_setup_without_device_is_unavailable():
-    from comm_bench.transports.base import RankContext, TransportUnavailable
+    from comm_bench.errors import TransportUnavailable
+    from comm_bench.transports.base import RankContext
     from comm_bench.transports.rdma import RdmaTransport
 
     ctx = RankContext(rank=0, world_size=2, local_rank=0, local_world_size=2, host="h", addr="127.0.0.1",

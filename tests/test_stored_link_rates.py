@@ -10,7 +10,7 @@ import pytest
 
 from comm_bench.views.heatmap import build, legend_text
 from comm_bench.views.plot import build as plot_build
-from comm_bench.topology import links as L
+from comm_bench import links as L
 from comm_bench.topology.linkmap import LinkMap
 from cbtest import run_cli
 

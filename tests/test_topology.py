@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from comm_bench.topology import fixture_names, fixture_root, format_text, record, snapshot
-from comm_bench.topology import links as L
+from comm_bench import links as L
+from comm_bench.system.sysfs import parse_config, parse_cpulist, parse_ib_rate, parse_link_speed, read_pci
 from comm_bench.topology.matrix import pci_relation
 from comm_bench.topology.nvml_snapshot import norm_bdf, read_nvml
-from comm_bench.topology.sysfs import (parse_config, parse_cpulist, parse_ib_rate, parse_link_speed,
-                                       read_pci)
 from cbtest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent

@@ -20,10 +20,10 @@ import textwrap
 import time
 
 from ..system.netutil import iface_addrs
-from . import links as L
+from .. import links as L
 from . import matrix as M
 from .nvml_snapshot import read_nvml
-from .sysfs import read_infiniband, read_net, read_numa, read_pci
+from ..system.sysfs import read_infiniband, read_net, read_numa, read_pci
 
 SCHEMA = 1
 

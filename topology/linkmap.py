@@ -14,18 +14,9 @@ host name more than once (node = "host/addr").
 import ipaddress
 import re
 
-from . import links as L
+from .. import links as L
+from ..results.records import link_kind
 from .matrix import nvlink_between
-
-
-
-def link_kind(transport: str):
-    """The transport's own link_kind (transports/base.py LINK_KINDS); None for a name
-    no registered transport has (a document from another version)."""
-    from ..registry import transports
-
-    cls = transports().get(transport)
-    return cls.link_kind if cls else None
 
 
 def _is_ip(s):
@@ -40,7 +31,7 @@ class LinkMap:
     def __init__(self, doc):
         self.doc = doc
         self.transport = (doc.get("transport") or "").lower()
-        self.link_kind = link_kind(self.transport)
+        self.link_kind = link_kind(doc)     # as the writer recorded it: no transport is imported
         self.ranks = {}
         for r in doc.get("ranks") or []:
             if isinstance(r, dict) and isinstance(r.get("rank"), int):

@@ -9,8 +9,8 @@
   SYS   through the SMP interconnect between NUMA nodes (UPI, Infinity Fabric)
   N/A   a device's PCI path is unknown
 """
-from . import links as L
-from .sysfs import switch_chain
+from .. import links as L
+from ..system.sysfs import switch_chain
 
 LEGEND = {
     "X": "self",

@@ -12,7 +12,7 @@ Document: {available, reason, driver_version, cuda_driver_version, nvml_version,
 import json
 import time
 
-from .links import NVML_NVLINK_GENERATION
+from ..links import NVML_NVLINK_GENERATION
 
 NVLINK_MAX_LINKS = 18
 

@@ -12,7 +12,7 @@ import time
 
 from ..results.safefile import write_file
 from .nvml_snapshot import read_nvml
-from .sysfs import BDF_RE, ROOT_RE, _listdir
+from ..system.sysfs import BDF_RE, ROOT_RE, listdir
 
 PCI_ATTRS = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device",
              "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
@@ -49,13 +49,13 @@ def _copy_ib(src, dst):
     for a in IB_ATTRS:
         _copy(os.path.join(src, a), os.path.join(dst, a))
     numa = os.path.join(src, "device", "numa_node")
-    for p in _listdir(os.path.join(src, "ports")):
+    for p in listdir(os.path.join(src, "ports")):
         ps, pd = os.path.join(src, "ports", p), os.path.join(dst, "ports", p)
         os.makedirs(pd, exist_ok=True)
         for a in PORT_ATTRS:
             _copy(os.path.join(ps, a), os.path.join(pd, a))
         nd = os.path.join(ps, "gid_attrs", "ndevs")
-        for g in _listdir(nd)[:4]:
+        for g in listdir(nd)[:4]:
             _copy(os.path.join(nd, g), os.path.join(pd, "gid_attrs", "ndevs", g))
     return numa
 
@@ -66,13 +66,13 @@ def record(out, root="/", nvml=True):
     src_dev = os.path.join(root, "sys", "devices")
     dst_dev = os.path.join(out, "sys", "devices")
     n = 0
-    for rc in _listdir(src_dev):
+    for rc in listdir(src_dev):
         if not ROOT_RE.match(rc):
             continue
         stack = [(os.path.join(src_dev, rc), os.path.join(dst_dev, rc))]
         while stack and n < 20000:
             s, d = stack.pop()
-            for name in _listdir(s):
+            for name in listdir(s):
                 sf, df = os.path.join(s, name), os.path.join(d, name)
                 if os.path.islink(sf) or not os.path.isdir(sf):
                     continue
@@ -87,26 +87,26 @@ def record(out, root="/", nvml=True):
                                    os.path.basename(os.readlink(os.path.join(sf, "driver"))) + "\n", "topo --record")
                     stack.append((sf, df))
                     # class children: net/, infiniband/, and one non-PCI level (virtio0/net)
-                    for sub in [""] + [x for x in _listdir(sf) if not BDF_RE.match(x)
+                    for sub in [""] + [x for x in listdir(sf) if not BDF_RE.match(x)
                                        and os.path.isdir(os.path.join(sf, x))
                                        and not os.path.islink(os.path.join(sf, x))]:
                         for kind in ("net", "infiniband"):
                             k = os.path.join(sf, sub, kind)
                             if os.path.isdir(k) and not os.path.islink(k):
-                                for ifn in _listdir(k):
+                                for ifn in listdir(k):
                                     fn = _copy_net if kind == "net" else _copy_ib
                                     fn(os.path.join(k, ifn), os.path.join(df, sub, kind, ifn))
     vnet = os.path.join(src_dev, "virtual", "net")
-    for ifn in _listdir(vnet):
+    for ifn in listdir(vnet):
         _copy_net(os.path.join(vnet, ifn), os.path.join(dst_dev, "virtual", "net", ifn))
     # RDMA devices without a PCI function (rxe, siw)
     cls = os.path.join(root, "sys", "class", "infiniband")
-    for dev in _listdir(cls):
+    for dev in listdir(cls):
         real = os.path.realpath(os.path.join(cls, dev))
         if not any(BDF_RE.match(p) for p in real.split(os.sep)):
             _copy_ib(os.path.join(cls, dev), os.path.join(out, "sys", "class", "infiniband", dev))
     node = os.path.join(src_dev, "system", "node")
-    for nd in _listdir(node):
+    for nd in listdir(node):
         if nd.startswith("node") and nd[4:].isdigit():
             for a in ("cpulist", "distance"):
                 _copy(os.path.join(node, nd, a), os.path.join(dst_dev, "system", "node", nd, a))

@@ -17,7 +17,8 @@ import functools
 import statistics
 import time
 
-from .base import TEST_CORRUPT_CHECK, Option, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import TEST_CORRUPT_CHECK, Option
 
 LIBRARIES = ("cupy", "torch", "numba")      # `--buffer cuda` takes the first that works here
 BUFFER_OPTION = Option(

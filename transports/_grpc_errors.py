@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import socket
 
-from .base import TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import TransportError
 
 
 def hostport(addr: str, port: int) -> str:

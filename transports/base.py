@@ -17,6 +17,9 @@ if __package__ in (None, "", "transports"):  # imported as a top-level package b
 
 
 from ..errors import RunFailed, UsageError
+# TransportUnavailable lives in comm_bench.errors (system/native.py raises it); base keeps the
+# name for the importers outside transports/ that still take it from here
+from ..errors import TransportUnavailable  # noqa: F401
 
 # Test hook of the Python data checks (gloo, mpi, grpc, torch-nccl): one element of each checked
 # result is changed after it arrived, so a test sees the check count it
@@ -26,10 +29,6 @@ TEST_CORRUPT_CHECK = bool(os.environ.get("COMM_BENCH_TEST_CORRUPT_CHECK"))
 
 class TransportError(RunFailed):
     """A run failed (peer unreachable, completion error...): one line naming what and where; exit 1."""
-
-
-class TransportUnavailable(UsageError):
-    """The transport cannot run here (missing library, device, ...): one line saying what to do; exit 2."""
 
 
 @dataclass(frozen=True)
@@ -149,17 +148,12 @@ class RunResult:
     peak_gbps: Optional[float] = None
 
 
-# What a transport's data crosses between hosts, which decides a pair's link (topology/linkmap.py):
-#   "cpu":  host memory through the kernel's network stack (the NIC holding the rank's address)
-#   "rdma": host memory through an RDMA NIC (a cross-host pair with no NIC known is "ib")
-#   "gpu":  GPU memory; across hosts through the NIC nearest the GPU (what NCCL picks)
-LINK_KINDS = ("cpu", "rdma", "gpu")
-
-
 class Transport:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    link_kind: ClassVar[str] = ""           # one of LINK_KINDS: every transport declares it
+    # what its data crosses (comm_bench.links.LINK_KINDS): every transport declares it; the
+    # writer records it in the document, where topology/linkmap.py reads it
+    link_kind: ClassVar[str] = ""
     ops: ClassVar[tuple] = ()
     # "collective": every rank takes part in each op; "pairwise" and
     # "pairwise-concurrent": run() is called on both ranks of the active pair(s)
@@ -176,6 +170,9 @@ class Transport:
     # whether torch.distributed is handed the rendezvous store (ctx.store.raw): then it must be
     # torch's TCPStore; else the standard-library store, and a rank never imports torch to meet
     torch_store: ClassVar[bool] = False
+    # whether `--nprocs` local ranks are started by mpirun (MPI_Init needs its launcher) rather
+    # than by comm-bench's own spawner
+    spawn_with_mpirun: ClassVar[bool] = False
 
     @classmethod
     def before_rendezvous(cls) -> None:

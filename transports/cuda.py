@@ -19,7 +19,8 @@ between ranks go through CUDA IPC, so the ranks of a pair must share a host;
 from __future__ import annotations
 
 from .. import ops as ops_mod
-from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError
 
 HOST_OPS = ("h2d", "d2h", "bidir")
 LOCAL_OPS = HOST_OPS + ("d2d",)

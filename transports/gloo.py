@@ -15,7 +15,8 @@ from datetime import timedelta
 from .. import ops as ops_mod
 from . import _framework as fw
 from . import _gpu_buffers as gb
-from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError
 
 GLOO_CUDA_OPS = ("all_reduce", "broadcast")   # what torch's Gloo backend runs on CUDA tensors
 GPU_LIBRARIES = ("torch", "cupy", "numba")     # `--buffer cuda` takes torch first: Gloo's own

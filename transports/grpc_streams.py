@@ -70,7 +70,8 @@ from .. import ops as ops_mod
 from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
 from . import _gpu_buffers as gb
 from ._grpc_payload import ACK, count_wrong, message_seed, pattern
-from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import GPU_OPTION, Option, RankContext, RunResult, Transport, TransportError
 
 SERVICE = "commbench.Bench"
 _SLACK = 64 * 1024                   # head room over the largest message (gRPC framing)

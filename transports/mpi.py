@@ -17,13 +17,15 @@ from . import _framework as fw
 from . import _gpu_buffers as gb
 from . import _mpi_native
 from ._mpi_cuda import cuda_aware_before_init, cuda_aware_in_rank
-from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import GPU_OPTION, RankContext, RunResult, Transport, TransportError
 
 
 class MpiTransport(Transport):
     name = "mpi"
     description = "MPI through mpi4py (numpy buffers)"
     link_kind = "cpu"
+    spawn_with_mpirun = True
     ops = ops_mod.COLLECTIVES  # every op of comm_bench.ops
     redops = ("sum", "prod", "max", "min")   # MPI has no average
     patterns = ("collective", "pair", "pairwise", "pairwise-concurrent")

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 
 from .. import ops as ops_mod
+from ..errors import TransportUnavailable
 from .base import (AVERAGE_OPTION, GPU_OPTION, NCCL_TESTS_TIMING, Option, RankContext, RunResult, Transport,
-                   TransportError, TransportUnavailable)
+                   TransportError)
 
 
 def nccl_candidates(explicit: str | None = None) -> list:

@@ -36,7 +36,8 @@ import zlib
 from typing import Optional
 
 from .. import ops as ops_mod
-from .base import Option, RankContext, RunResult, Transport, TransportError, TransportUnavailable
+from ..errors import TransportUnavailable
+from .base import Option, RankContext, RunResult, Transport, TransportError
 
 # perftest's default inline sizes (ctx_set_max_inline): latency tests inline small
 # messages, bandwidth tests do not.

@@ -133,7 +133,7 @@ def launch(cfg, nprocs, rank0_done=None, say_to=None):
         check_resumable(cfg, nprocs)
         with local_run(cfg):
             def spawned_run():
-                code = spawn_local(nprocs, sys.argv[1:], use_mpirun=cfg.transport == "mpi",
+                code = spawn_local(nprocs, sys.argv[1:], use_mpirun=cls.spawn_with_mpirun,
                                    timeout=cfg.timeout, results_path=cfg.output)
                 return rank0_done(code) if rank0_done is not None and code == 0 else code
             return _ended(spawned_run, lambda: own_document(cfg.output) is not None, cfg, say_to)

@@ -57,6 +57,24 @@ def nothing_in_common(docs) -> str | None:
     return None
 
 
+# The transports' link kinds (comm_bench.links.LINK_KINDS) as of the documents written before
+# the writer recorded link_kind; frozen, since every later document carries its own, so that
+# no reader imports a transport (tests/test_link_kind.py holds it against the classes).
+LINK_KIND_BEFORE_RECORDED = {"tcp": "cpu", "gloo": "cpu", "mpi": "cpu", "grpc": "cpu", "rdma": "rdma",
+                             "cuda": "gpu", "nccl": "gpu", "torch-nccl": "gpu"}
+
+
+def link_kind(doc):
+    """What the run's data crossed (links.LINK_KINDS): as the writer recorded it in the header or
+    (a header without it) in the first record; for an older document, its transport's kind as
+    of then; None for a transport this version does not know."""
+    kind = doc.get("link_kind")
+    if kind is None:
+        first = next(iter(doc.get("results") or ()), None)
+        kind = first.get("link_kind") if isinstance(first, dict) else None
+    return kind or LINK_KIND_BEFORE_RECORDED.get(str(doc.get("transport") or "").lower())
+
+
 def superseded(rec):
     """Why a record's figure came from a method since found wrong (one line), or None.
     Known by what the record holds: the method that replaced it writes a field the old

@@ -3,15 +3,24 @@ from __future__ import annotations
 
 import importlib
 
+from ..errors import TransportUnavailable
+
 
 class NativeError(RuntimeError):
     """What every native module (_C, _cuda, _ibverbs) raises for a failed call: one class,
     so an `except mod.NativeError` catches it whichever module raised it."""
 
-_WHY_MISSING = {
-    "_C": "the core extension was not built: reinstall with `pip install -e .` (needs a C++17 compiler)",
-    "_ibverbs": "built without rdma-core headers: `apt-get install libibverbs-dev` and reinstall",
-    "_cuda": "built without nvcc: install the CUDA toolkit (or set CUDA_HOME) and reinstall",
+
+# The native parts, the one list: setup.py builds each from its csrc/ folder (it reads this
+# literal with ast, without importing comm_bench), load() says why one is missing, doctor
+# lists them. module -> (csrc/ folder, what it holds, why it is missing and what to do)
+PARTS = {
+    "_C": ("core", "core harness + tcp",
+           "the core extension was not built: reinstall with `pip install -e .` (needs a C++17 compiler)"),
+    "_ibverbs": ("ibverbs", "RDMA engine",
+                 "built without rdma-core headers: `apt-get install libibverbs-dev` and reinstall"),
+    "_cuda": ("cuda", "CUDA copies + NCCL",
+              "built without nvcc: install the CUDA toolkit (or set CUDA_HOME) and reinstall"),
 }
 
 
@@ -20,7 +29,7 @@ def load(name: str):
     try:
         return importlib.import_module(f"comm_bench.{name}"), ""
     except ImportError as exc:
-        why = _WHY_MISSING.get(name, "not built")
+        why = PARTS[name][2] if name in PARTS else "not built"
         if "No module named" not in str(exc):
             why = f"{why} ({exc})"
         return None, why
@@ -30,6 +39,5 @@ def require(name: str):
     """The module, or a TransportUnavailable naming what to do."""
     mod, why = load(name)
     if mod is None:
-        from ..transports.base import TransportUnavailable
         raise TransportUnavailable(f"comm_bench.{name} is not available: {why}")
     return mod

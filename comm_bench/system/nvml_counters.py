@@ -7,7 +7,7 @@ returns an empty answer, and `available()` says why.
 from __future__ import annotations
 
 import threading
-from ..topology.links import NVML_NVLINK_GENERATION, nvlink_gbs
+from ..links import NVML_NVLINK_GENERATION, nvlink_gbs
 
 _lock = threading.Lock()
 _state = {"init": False, "why": None, "nvml": None}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import resource
-from ..topology.sysfs import parse_cpulist
+from .sysfs import parse_cpulist
 
 ROOT = "/sys/class/infiniband"
 SOFT_ROCE_HINT = ("no RDMA device found (/sys/class/infiniband is empty); on a machine without "

@@ -2,7 +2,7 @@
 that holds nothing to check. Shared by checks.check, the diagnosis modules beside it and the baseline."""
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..errors import EXIT_FAILED, EXIT_OK, EXIT_UNCONFIRMED, UsageError
 
 
 class NothingToCheck(UsageError):
@@ -20,10 +20,10 @@ FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-hos
                  "nic-port-down", "nic-port-errors")
 
 
-# validate's exit status (README, docs/validate-rules.md): 0 pass, 1 findings, 2 bad input,
-# 3 no findings but first-pass suspects or would-be findings nobody confirmed (a run with
-# `--confirm 0`, or more would-be findings than the confirm phase re-measures)
-EXIT_UNCONFIRMED = 3
+# validate's exit status (README, docs/validate-rules.md; the codes: comm_bench/errors.py):
+# 0 pass, 1 findings, 2 bad input, 3 no findings but first-pass suspects or would-be findings
+# nobody confirmed (a run with `--confirm 0`, or more would-be findings than the confirm phase
+# re-measures). EXIT_UNCONFIRMED is imported above for the modules that take it from here.
 
 
 def status(report):
@@ -35,7 +35,7 @@ def status(report):
 
 
 def exit_code(report):
-    return {"fail": 1, "unconfirmed": EXIT_UNCONFIRMED, "pass": 0}[status(report)]
+    return {"fail": EXIT_FAILED, "unconfirmed": EXIT_UNCONFIRMED, "pass": EXIT_OK}[status(report)]
 
 
 def finding(kind, message, **kw):

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from ..results.records import number
-from ..topology.links import gpu_nvlink_gbs
+from ..links import gpu_nvlink_gbs
 
 NVML_MIN_WINDOW_S = 0.1
 

@@ -150,16 +150,16 @@ def classify_pci(cls, vendor):
 def _class_children(devdir, kind):
     """names of <kind> class devices (net, infiniband) below a PCI function dir."""
     names = []
-    for base in [devdir] + [os.path.join(devdir, d) for d in _listdir(devdir)
+    for base in [devdir] + [os.path.join(devdir, d) for d in listdir(devdir)
                             if not BDF_RE.match(d) and not os.path.islink(os.path.join(devdir, d))
                             and d not in (kind, "power", "msi_irqs", "pci_bus")]:
         k = os.path.join(base, kind)
         if os.path.isdir(k) and not os.path.islink(k):
-            names.extend((n, os.path.join(k, n)) for n in _listdir(k))
+            names.extend((n, os.path.join(k, n)) for n in listdir(k))
     return names
 
 
-def _listdir(d):
+def listdir(d):
     try:
         return sorted(os.listdir(d))
     except OSError:
@@ -176,13 +176,13 @@ def read_pci(root="/"):
     infiniband: [...], _dirs: {class_name: path}}"""
     devs = {}
     base = _p(root, "sys/devices")
-    for rc in _listdir(base):
+    for rc in listdir(base):
         if not ROOT_RE.match(rc):
             continue
         stack = [(os.path.join(base, rc), None, [])]
         while stack:
             path, parent, chain = stack.pop()
-            for name in _listdir(path):
+            for name in listdir(path):
                 full = os.path.join(path, name)
                 if not BDF_RE.match(name) or os.path.islink(full) or not os.path.isdir(full):
                     continue
@@ -245,7 +245,7 @@ def switch_chain(dev, devs):
 def read_numa(root="/"):
     base = _p(root, "sys/devices/system/node")
     nodes = []
-    for name in _listdir(base):
+    for name in listdir(base):
         m = re.match(r"^node(\d+)$", name)
         if not m:
             continue
@@ -276,7 +276,7 @@ def parse_ib_rate(s):
 def _ib_ports(devdir):
     ports = []
     pbase = os.path.join(devdir, "ports")
-    for pn in _listdir(pbase):
+    for pn in listdir(pbase):
         if not pn.isdigit():
             continue
         pd = os.path.join(pbase, pn)
@@ -285,7 +285,7 @@ def _ib_ports(devdir):
         phys = read_attr(os.path.join(pd, "phys_state"))
         ndevs = []
         nd = os.path.join(pd, "gid_attrs", "ndevs")
-        for g in _listdir(nd)[:4]:
+        for g in listdir(nd)[:4]:
             v = read_attr(os.path.join(nd, g))
             if v and v not in ndevs:
                 ndevs.append(v)
@@ -299,9 +299,9 @@ def _ib_ports(devdir):
 
 def _gids(portdir):
     """The port's non-zero GID table entries: [{index, gid, type}] (what pyverbs' query_gid
-    and query_gid_type give; topology/verbs.py)."""
+    and query_gid_type give; verbs.py)."""
     out = []
-    for name in sorted(_listdir(os.path.join(portdir, "gids")), key=lambda n: int(n) if n.isdigit() else -1):
+    for name in sorted(listdir(os.path.join(portdir, "gids")), key=lambda n: int(n) if n.isdigit() else -1):
         gid = read_attr(os.path.join(portdir, "gids", name)) if name.isdigit() else None
         if gid and gid.replace("0", "").replace(":", ""):
             out.append({"index": int(name), "gid": gid,
@@ -319,7 +319,7 @@ def _class_dir_devices(root, kind, found):
     """`found` plus the devices of root/sys/class/<kind> it lacks, with the PCI address
     taken from where their link points (None when they have none)."""
     cls = _p(root, f"sys/class/{kind}")
-    for name in _listdir(cls):
+    for name in listdir(cls):
         if name not in found:
             full = os.path.join(cls, name)
             parts = os.path.realpath(full).split(os.sep)
@@ -369,7 +369,7 @@ def read_net(root="/", pci=None):
     pci = read_pci(root) if pci is None else pci
     found = _pci_devices(pci, "net")
     vbase = _p(root, "sys/devices/virtual/net")
-    for name in _listdir(vbase):
+    for name in listdir(vbase):
         found.setdefault(name, (os.path.join(vbase, name), None))
     found = _class_dir_devices(root, "net", found)
     out = []

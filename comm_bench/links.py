@@ -22,6 +22,13 @@ NVML_NVLINK_GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
 # FLIT gen6+)
 PCIE_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563, 7: 15.125}
 
+# What a transport's data crosses between hosts (each Transport's link_kind, recorded in the
+# document), which decides a pair's link (topology/linkmap.py):
+#   "cpu":  host memory through the kernel's network stack (the NIC holding the rank's address)
+#   "rdma": host memory through an RDMA NIC (a cross-host pair with no NIC known is "ib")
+#   "gpu":  GPU memory; across hosts through the NIC nearest the GPU (what NCCL picks)
+LINK_KINDS = ("cpu", "rdma", "gpu")
+
 LINK_CLASSES = ("same-device", "nvlink", "pcie", "loopback", "ib", "roce", "ethernet",
                 "virtual", "network", "unknown")
 

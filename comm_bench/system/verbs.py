@@ -1,6 +1,6 @@
 """RDMA ports through rdma-core's own Python bindings (pyverbs, Debian's python3-pyverbs),
 where importable: state, physical state, active width x speed -> rate, link layer, LID and
-the GID table, as libibverbs reports them. topology/sysfs.py reads the same from sysfs and
+the GID table, as libibverbs reports them. sysfs.py beside it reads the same from sysfs and
 is used where pyverbs is not importable (or for recorded trees); both give the same answers
 (tests/rdma_vm/test_in_vm.py checks that on Soft-RoCE). tools/install.sh makes pyverbs
 importable from the project's environment without the rest of the system's packages."""
