@@ -162,8 +162,6 @@ def test_prose_into_a_pipe_is_one_line_each(tmp_path):
     assert len(finding) == 1 and finding[0].endswith(")") and "is slow" in finding[0], out
 
 
-@pytest.mark.xfail(strict=True, reason="select's own lines (comm_bench/select/output.py: recommendation, set, "
-                                       "why, details) are not wrapped yet; not this suite's files")
 def test_select_prose_fits_80_columns(runs, tmp_path):
     a, _ = runs["tcp"]
     rc, out = run_tty("select", a, "--model", "llama2-7b", "--gpu", "H100", cwd=tmp_path)

@@ -51,7 +51,7 @@ def test_a_recorded_link_kind_is_what_the_reader_uses():
 def test_the_writer_records_link_kind_in_the_header_and_each_record(tmp_path):
     template = make_doc(nodes=2, gpn=8, transport="nccl", pairs=[(0, 8)])
     doc = new_document(transport="nccl", world_size=16, pattern="pair", options={}, ranks=template["ranks"],
-                       hosts=template["hosts"])
+                       hosts=template["hosts"], link_kind="gpu")
     assert doc["link_kind"] == "gpu"
     path = tmp_path / "r.json"
     kept = [dict(template["results"][0])]         # an earlier attempt's record (sweep --resume)

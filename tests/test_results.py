@@ -12,7 +12,7 @@ def _doc():
     return results.new_document(transport="tcp", world_size=2, pattern="pair", options={"iters": 3},
                                 ranks=[{"rank": 0, "host": "a"}, {"rank": 1, "host": "b"}],
                                 hosts=[{"host": "a", "ranks": [0], "topology": None}],
-                                command=["comm-bench", "sweep"])
+                                link_kind="cpu", command=["comm-bench", "sweep"])
 
 
 def _record(size):

@@ -17,15 +17,6 @@ IMPLICIT = {"self", "cls"}
 # (module as installed, "room.member" it uses: the room of what it imported, or the name of an
 # object it was handed) that may still use another room's private member
 ALLOWED_PRIVATE = {
-    # being removed (#43 PairRunner)
-    ("comm_bench/validate/confirm.py", "run._pairs"),
-    ("comm_bench/validate/confirm.py", "run._plan"),
-    ("comm_bench/fabric_sim/run.py", "run._pairs"),
-    ("comm_bench/fabric_sim/run.py", "run._plan"),
-    # select's HTML page reuses the report's heatmap section: to be made public in views/
-    ("comm_bench/select/html.py", "views._heat_section"),
-    # validate's merge command (in progress) reads drain's worst-first order
-    ("comm_bench/commands/validate_merge.py", "validate._worst"),
     # mpi4py's module, handed in as MPI: its own _handleof (the MPI handle for ctypes), no room's
     ("comm_bench/transports/_mpi_native.py", "MPI._handleof"),
 }

@@ -16,7 +16,7 @@ def _running_document(path):
     doc = results.new_document(transport="tcp", world_size=2, pattern="pairwise", options={"iters": 3},
                                ranks=[{"rank": 0, "host": "a"}, {"rank": 1, "host": "a"}],
                                hosts=[{"host": "a", "ranks": [0, 1], "topology": None}],
-                               command=["comm-bench", "sweep"])
+                               link_kind="cpu", command=["comm-bench", "sweep"])
     w = results.ResultsWriter(str(path), doc)
     w.append(dict(make_record(transport="tcp", op="sendrecv", mode="bw", pattern="pairwise", size=1024,
                               dtype="float32", iters=3, warmup=1, n=2, samples_us=[10.0, 11.0, 12.0],

@@ -136,8 +136,9 @@ def check_row(folder, model, system, gpus, layout, seq, gb, recompute, grad_redu
     w, cl, lm, comp, overlap, headroom = res["context"]
     shape = {"layout": "published", "kind": kind, "tp": tp, "cp": cp, "pp": pp, "dp": gpus // (tp * cp * pp), "ep": ep,
              **({"etp": etp} if etp else {})}
-    # Llama 3 (torchtitan-like FSDP): no resharding after forward, as the paper states
-    force = (recompute, False, tp > 1, False) if kind == "fsdp-tp" else None
+    # Llama 3's FSDP as the paper states it (arXiv 2407.21783, 3.3.2): no resharding after
+    # forward, optimizer states and gradients sharded (select's Config.grads_sharded)
+    force = (recompute, False, tp > 1, False, True) if kind == "fsdp-tp" else None
     split = published_split(w["layers"], pp, v)
     pub = predict(shape, dict(w, recompute=recompute if recompute != "auto" else w["recompute"],
                               **({"pp_layout": split} if split else {})), cl, lm, comp,

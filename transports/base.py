@@ -17,9 +17,6 @@ if __package__ in (None, "", "transports"):  # imported as a top-level package b
 
 
 from ..errors import RunFailed, UsageError
-# TransportUnavailable lives in comm_bench.errors (system/native.py raises it); base keeps the
-# name for the importers outside transports/ that still take it from here
-from ..errors import TransportUnavailable  # noqa: F401
 
 # Test hook of the Python data checks (gloo, mpi, grpc, torch-nccl): one element of each checked
 # result is changed after it arrived, so a test sees the check count it

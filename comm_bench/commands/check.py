@@ -29,7 +29,7 @@ def _available_here(transport, op):
     ok, why = registry.get(transport).probe()
     if ok:
         return
-    from ..transports.base import TransportUnavailable
+    from ..errors import TransportUnavailable
     others = [name for name, cls in registry.transports().items()
               if name != transport and _checkable(cls, op) and cls.probe()[0]]
     hint = f"; try -t {others[0]}" + (f" (available here: {', '.join(others)})" if len(others) > 1 else "") \

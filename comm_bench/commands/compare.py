@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ..errors import EXIT_FAILED, EXIT_OK
 from ..validate.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from .run_options import wide_option
 
@@ -63,7 +64,7 @@ def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats
         from ..views.interactive import write_compare_page
         write_compare_page([(n, g[0]) for n, g in groups], out, html_out)   # curves: each run's first repeat
         click.echo(f"# interactive page written to {html_out}", err=True)
-    sys.exit(1 if out["status"] == "fail" else 0)
+    sys.exit(EXIT_FAILED if out["status"] == "fail" else EXIT_OK)
 
 
 def _group_name(names):

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..doctor import all_checks
+from ..errors import EXIT_FAILED, EXIT_OK
 from ..views.table import fit
 
 
@@ -25,4 +26,4 @@ def doctor(as_json):
                 click.echo(f"[{group}]")
             click.echo(fit(f"  {'ok ' if c['ok'] else 'no '} {c['name']}: {c['detail']}", indent=6))
     core_ok = next(c["ok"] for c in checks if c["name"].startswith("native _C"))
-    sys.exit(0 if core_ok else 1)
+    sys.exit(EXIT_OK if core_ok else EXIT_FAILED)

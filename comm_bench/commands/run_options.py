@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from .. import registry
-from ..errors import UsageError
+from ..errors import EXIT_FAILED, EXIT_OK, EXIT_UNCONFIRMED, EXIT_USAGE, UsageError
 from ..validate.confirm import DEFAULT_ALTERNATIONS
 from .. import ops as ops_mod
 
 # One text for help and README (README: "Exit codes").
-EXIT_STATUS = "Exit status: 0 pass, 1 findings or a failed run, 2 bad input, 3 suspects left unconfirmed."
+EXIT_STATUS = (f"Exit status: {EXIT_OK} pass, {EXIT_FAILED} findings or a failed run, {EXIT_USAGE} bad input, "
+               f"{EXIT_UNCONFIRMED} suspects left unconfirmed.")
 
 
 def env(name):

@@ -3,6 +3,7 @@ import sys
 
 import click
 
+from ..errors import EXIT_FAILED
 from ..select.gpus import GPUS
 from ..select.workload import ATTENTION, GRAD_REDUCE, MAIN_PARAMS, OPTIMIZER_STATES, PRECISIONS, PRESETS, RECOMPUTE
 
@@ -54,7 +55,9 @@ def _count(ctx, param, value):
                    "fp8: bf16 with the linear layers' GEMMs in FP8 (per-tensor current scaling).")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket size (MiB).")
 @click.option("--recompute", type=click.Choice(("auto",) + RECOMPUTE), default="auto", show_default=True,
-              help="Activation recomputation; auto: the cheapest that fits, named in the answer.")
+              metavar="MODE",      # the choices, listed in the help, would run past 80 columns
+              help="Activation recomputation; auto: the cheapest that fits, named in the answer. MODE: "
+                   + ", ".join(("auto",) + RECOMPUTE) + ".")
 @click.option("--grad-reduce", type=click.Choice(GRAD_REDUCE), default="fp32", show_default=True,
               help="Megatron-Core's gradient buffer and its reduction: fp32 (its default, 4 B per parameter) "
                    "or bf16 (--grad-reduce-in-bf16; Megatron-Bridge's grad_reduce_in_fp32=False).")
@@ -140,4 +143,4 @@ def select(results, show_model, explain, as_json, mem_headroom, html_out, **kw):
     else:
         print_text(res, explain)
     if not res["meets_min_efficiency"]:
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)

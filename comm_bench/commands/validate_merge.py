@@ -29,10 +29,7 @@ def merge(done):
     merged = {"findings": findings,
               "checked": {"groups": groups, "latency": {"groups": latency}, "diagnosis": diagnosis}}
     merged["status"] = status(merged)
-    rows = []
-    for node, fs in nodes.items():
-        fs = sorted(fs, key=drain._worst)
-        rows.append((node, fs, drain.reason(fs, node) if fs else None))
+    rows = drain.node_rows(nodes)
     docs = [d["doc"] for d in done]
     latest = max(docs, key=lambda x: str(x.get("finished") or x.get("started") or ""))
     doc = dict(latest, transport=",".join(dict.fromkeys(str(x.get("transport")) for x in docs)),

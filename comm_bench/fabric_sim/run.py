@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops as ops_mod
+from .. import ops as ops_mod, registry
 from ..validate.confirm import DEFAULT_ALTERNATIONS
 from ..results.document import new_document, now_iso
 from ..results.stream import RecordStream
@@ -61,10 +61,12 @@ class SimRun:
         self.rounds += 1
         self.pairs_measured += len(pairs)
         self.stream.append(recs)
-        self.records += recs
+        # kept as JSON lines, as the sweep's writers keep them: a record is ~0.5 kB so, ~4 kB as a
+        # dict, and a large pairwise-concurrent first pass holds millions
+        self.records += [json.dumps(r, separators=(",", ":")) for r in recs]
 
     def document(self, op=None):
-        return dict(self.meta, results=[r for r in self.records if op is None or r.get("op") == op])
+        return dict(self.meta, results=[r for r in map(json.loads, self.records) if op is None or r.get("op") == op])
 
     def share(self, _key, value):
         return value
@@ -92,7 +94,7 @@ def simulate(fabric, cfg: SimConfig, out: str, force: bool = False, echo=print) 
     options = {"sizes": list(cfg.sizes), "iters": cfg.iters, "warmup": cfg.warmup, "k": cfg.k,
                "seed": cfg.seed, "confirm": cfg.confirm}
     doc = new_document(transport=cfg.transport, world_size=n, pattern=cfg.pattern, options=options,
-                       ranks=ranks, hosts=hosts)
+                       ranks=ranks, hosts=hosts, link_kind=registry.get(cfg.transport).link_kind)
     target = claim_output(out, force)      # checked and locked, as the sweep's -o
     try:
         stream = RecordStream(out, force=force)

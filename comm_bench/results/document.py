@@ -68,12 +68,9 @@ def library_versions() -> dict:
 
 
 def new_document(*, transport: str, world_size: int, pattern: str, options: dict,
-                 ranks: list, hosts: list, command=None, link_kind: str | None = None) -> dict:
-    """link_kind: what the transport's data crosses (its class's link_kind), recorded here
-    and in each record so that readers need no transport; None: the registered transport's."""
-    if link_kind is None:
-        from .. import registry     # the writer's side only: the sweep has its transports loaded
-        link_kind = registry.get(transport).link_kind
+                 ranks: list, hosts: list, link_kind: str, command=None) -> dict:
+    """link_kind: what the transport's data crosses (its class's link_kind, links.LINK_KINDS),
+    recorded here and in each record so that readers need no transport."""
     return {
         "schema_version": SCHEMA_VERSION, "tool": "comm-bench", "version": __version__,
         "command": list(command if command is not None else sys.argv),

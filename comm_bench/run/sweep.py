@@ -25,7 +25,7 @@ from ..results import data_error
 from ..control import fd_limit, world_size as same_world
 from .. import ops as ops_mod, registry
 from . import resume
-from ..errors import CommBenchError, Interrupted, UsageError
+from ..errors import CommBenchError, Interrupted, TransportUnavailable, UsageError
 from ..control.agent_store import attempt_store_address
 from ..control.join import join
 from .launch import LaunchInfo, own_address, rendezvous_address
@@ -38,7 +38,7 @@ from ..control.rendezvous import Store
 from ..results.document import OUTPUT_CLAIMED_ENV, RUN_ID_ENV, ResultsWriter, claim_output, new_document
 from ..control.secret import SECRET_ENV, SECRET_FILE_ENV, new_secret, run_secret
 from ..views.table import Layout, footer, matrix, title
-from ..transports.base import RankContext, TransportUnavailable
+from ..transports.base import RankContext
 from ..control.watchdog import Watchdog
 from ..system.rank_health import HEALTH_ENV, RankHealth, block
 
@@ -409,7 +409,8 @@ class _RankRun:
             h["ranks"].append(t["rank"])
             h["topology"] = h["topology"] or d["topology"]
         doc = new_document(transport=cfg.transport, world_size=self.n, pattern=cfg.pattern,
-                           options=document_options(cfg), ranks=ranks, hosts=list(hosts.values()))
+                           options=document_options(cfg), ranks=ranks, hosts=list(hosts.values()),
+                           link_kind=self.transport.link_kind)
         if cfg.pattern in COST:
             doc["schedule"] = {"pattern": cfg.pattern, "rounds": len(self.rounds), "cost": COST[cfg.pattern],
                                "pairs": sum(len(r) for r in self.rounds), "all_pairs": self.n * (self.n - 1)}

@@ -3,7 +3,7 @@ page: the recommendation and its reasons, the candidates, the link model, and th
 utilisation heatmap of every results file with pair records (the links the figures rest on)."""
 from __future__ import annotations
 
-from ..views.report_html import _heat_section, e, page
+from ..views.report_html import heat_section, e, page
 
 
 def _table(head, rows, left=()):
@@ -52,6 +52,6 @@ def _heatmap(doc):
     if not pair_records(doc):
         return "<p class=\"meta\">collective records only: no pair heatmap (see the link model above)</p>"
     try:
-        return _heat_section(build(doc))
+        return heat_section(build(doc))
     except Exception as exc:  # noqa: BLE001 - the page stays useful without its picture
         return f"<p class=\"meta\">heatmap not drawn: {e(exc)}</p>"

@@ -7,6 +7,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ..views.table import prose
 from .layouts import LAYOUTS
 from .linkmodel import human_s
 
@@ -81,42 +82,45 @@ def candidate_table(res):
 def print_text(res, explain=False):
     """The answer first (layout, flags, why, what it assumed), then the tables behind it."""
     con = _console()
+
+    def say(text):      # prose: 80 columns on a terminal, whole lines into a file or a pipe
+        con.print(prose(text), markup=False, soft_wrap=True)
+
     rec, w = res["recommendation"], res["workload"]
     best = next((c for c in res["candidates"] if c["layout"] == rec["layout"]), None)
     if best is not None:
-        con.print(f"recommendation: {rec['layout']} with {rec['framework']}: {_rate(best, w)}, step "
-                  f"{human_s(best['step_s'])}, efficiency {best['efficiency']:.1%}, {best['memory_gb']:.1f} GB/GPU",
-                  markup=False, soft_wrap=True)
+        say(f"recommendation: {rec['layout']} with {rec['framework']}: {_rate(best, w)}, step "
+            f"{human_s(best['step_s'])}, efficiency {best['efficiency']:.1%}, {best['memory_gb']:.1f} GB/GPU")
         for line in rec["config"]:
-            con.print(f"  set: {line}", markup=False, soft_wrap=True)
+            say(f"  set: {line}")
         for line in rec["why"]:
-            con.print(f"  why: {line}", markup=False, soft_wrap=True)
+            say(f"  why: {line}")
     else:
         con.print("recommendation: none")
         for line in rec["rationale"]:
-            con.print(f"  why: {line}", markup=False, soft_wrap=True)
+            say(f"  why: {line}")
     if rec.get("assumed"):
         con.print("assumed (defaults this answer rests on; the flag that changes each):")
         for line in rec["assumed"]:
-            con.print(f"  - {line}", markup=False, soft_wrap=True)
+            say(f"  - {line}")
     if res["min_efficiency"] is not None:
-        con.print(f"--min-efficiency {res['min_efficiency']:g}: "
-                  + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
+        say(f"--min-efficiency {res['min_efficiency']:g}: "
+            + ("met" if res["meets_min_efficiency"] else "no feasible layout meets it"))
     t, hidden, unfit = candidate_table(res)
     con.print(t)
     for line in unfit:
-        con.print(f"  {line}", markup=False, soft_wrap=True)
+        say(f"  {line}")
     if hidden:
         con.print(f"({hidden} more tp x cp x pp x dp x ep layouts in --json)")
     if best is not None:
         con.print("details:")
         for line in rec["rationale"][len(rec["why"]) + len(rec["config"]):]:
-            con.print(f"  - {line}", markup=False, soft_wrap=True)
+            say(f"  - {line}")
     con.print(link_table(res["link_model"]))
     if explain:
         con.print("rules path:")
         for line in res["explain"]:
-            con.print(f"  {line}", markup=False)
+            say(f"  {line}")
 
 
 def to_json(res):

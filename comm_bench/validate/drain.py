@@ -58,8 +58,13 @@ def hosts(report, doc):
             node = _node(f, rank_host, rows)
             if node is not None:
                 rows.setdefault(node, []).append(f)
+    return node_rows(rows)
+
+
+def node_rows(by_node):
+    """[(node, its findings worst first, the drain reason or None)] of {node: findings}."""
     out = []
-    for node, fs in rows.items():
+    for node, fs in by_node.items():
         fs = sorted(fs, key=_worst)
         out.append((node, fs, reason(fs, node) if fs else None))
     return out

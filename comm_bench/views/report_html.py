@@ -16,7 +16,7 @@ MATRIX_COLOURS = {"X": "#eeeeee", "PIX": "#c8e6c9", "PXB": "#dcedc8", "PHB": "#f
                   "NODE": "#ffe0b2", "SYS": "#ffcdd2", "N/A": "#f5f5f5"}
 
 
-def _heat_section(data):
+def heat_section(data):
     from .heatmap import legend_text
     from .heatmap_png import png_data_uri
     from ..sizes import human_size
@@ -75,7 +75,7 @@ def _worst_cells(data, k):
 def heatmap_page(data):
     d = data.doc
     body = [f"<h1>comm-bench heatmap</h1><p class=\"meta\">{e(data.title())} &middot; "
-            f"started {e(d.get('started'))} &middot; status {e(d.get('status'))}</p>", _heat_section(data)]
+            f"started {e(d.get('started'))} &middot; status {e(d.get('status'))}</p>", heat_section(data)]
     return page(f"comm-bench heatmap: {data.title()}", "\n".join(body))
 
 
@@ -232,7 +232,7 @@ def render(doc, out_path, rules=None, by="rank", interactive=False):
                 from .interactive import heatmap_div, rank_table
                 heat = heatmap_div(data, include_js=False) + rank_table(data)
             else:
-                heat = _heat_section(data)
+                heat = heat_section(data)
         except UsageError as exc:      # e.g. matplotlib missing: the rest of the report still helps
             heat = f"<p class=meta>no heatmap: {e(exc)}</p>"
         body += ["<h2>Heatmap</h2>", heat]
