@@ -89,7 +89,7 @@ def main(argv=None) -> None:
     except Interrupted as exc:
         print(f"comm-bench: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 - never a traceback unless asked
+    except Exception as exc:
         if debug:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

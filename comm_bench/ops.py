@@ -12,9 +12,12 @@ Formulas live here, never in a transport.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy
 
 
 def _numpy():
@@ -173,14 +176,14 @@ def get(name: str) -> Op:
     return OPS.get(name) or LOCAL_OPS.get(name) or Op(name, _one, collective=False)
 
 
-def to_numpy(values: "numpy.ndarray", dtype: str) -> "numpy.ndarray":
+def to_numpy(values: numpy.ndarray, dtype: str) -> numpy.ndarray:
     np_dtype = DTYPES[dtype][0]
     if np_dtype is None:
         raise UsageError(f"--dtype {dtype} is not available for this transport")
     return values.astype(np_dtype)
 
 
-def count_wrong(got: "numpy.ndarray", want) -> int:
+def count_wrong(got: numpy.ndarray, want) -> int:
     """Elements of `got` that differ from the int64 expectation (cast like the data was)."""
     if want is None:
         return 0

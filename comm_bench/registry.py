@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from functools import lru_cache
+from functools import cache
 
 from .errors import UsageError
 from .transports import base
 
 
-@lru_cache(maxsize=None)
+@cache
 def transports() -> dict:
     from . import transports as pkg
 

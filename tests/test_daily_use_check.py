@@ -25,7 +25,8 @@ def test_check_declares_sweeps_options_and_only_its_transports():
               "--confirm"}
     assert shared <= _flags(sweep) and shared <= _flags(check), shared - _flags(check)
     # the same help text for the data check in both
-    squash = lambda text: " ".join(text.split())
+    def squash(text):
+        return " ".join(text.split())
     assert "Check the data, on unless -c 0" in squash(check)
     # no option of a transport check refuses (rdma, grpc, cuda, tcp)
     for name in ("rdma", "grpc", "cuda"):

@@ -23,7 +23,7 @@ def on_terminal(*args, timeout=300):
         ready, _, _ = select.select([master], [], [], timeout)
         if not ready:
             proc.kill()
-            raise AssertionError("no output for %s s" % timeout)
+            raise AssertionError(f"no output for {timeout} s")
         try:
             data = os.read(master, 65536)
         except OSError:         # the child closed the terminal

@@ -4,7 +4,6 @@ last line, the document's data_error saying the same while its status stays ok (
 measurement completed), and validate and report showing it."""
 import os
 import subprocess
-import sys
 
 import pytest
 

@@ -3,7 +3,6 @@ fault named by the same validate that reads real runs, nothing else named; valid
 heatmap of 4,096 nodes timed and their peak memory read (separate processes)."""
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import pytest
 from cbtest import COMM_BENCH, assert_no_traceback, run_cli
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from sim_cost import named  # noqa: E402 - what the findings name: hosts, pairs, switch ports
+from sim_cost import named
 from comm_bench.fabric_sim.fabric import ecmp_port
 from comm_bench.schedule import schedule
 

@@ -48,7 +48,7 @@ def finish(procs, limit):
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-            raise AssertionError(f"a rank did not stop within {limit} s: {err[-2000:]}")
+            raise AssertionError(f"a rank did not stop within {limit} s: {err[-2000:]}") from None
         outs.append((p.returncode, out, err))
     return outs
 

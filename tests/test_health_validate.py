@@ -2,7 +2,6 @@
 showing one fault, through the real CLI. Each fault is named as the cause beside the
 slow-host finding and as a finding of its own (also when the figures pass); a healthy
 block adds no cause; a malformed block is refused in one line (exit 2)."""
-import copy
 import json
 
 import pytest

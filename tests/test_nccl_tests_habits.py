@@ -1,7 +1,6 @@
 """nccl-tests habits (#26 item 5): `-o sum` is its reduction op, not a results file named
 `sum`; its -d spellings (float, half, double); --redop and --root (-r), run for real by
 the framework transports with the data checked against that reduction and root."""
-import json
 import re
 
 import numpy as np

@@ -11,7 +11,7 @@ Needs root + iproute2; every namespace is deleted at the end (also on failure)."
 import pytest
 
 from netns_launch import netns_fabric     # puts tools/ on sys.path
-import bench_false_alarms as fa  # noqa: E402
+import bench_false_alarms as fa
 
 OK, WHY = netns_fabric.available()
 pytestmark = [pytest.mark.netns, pytest.mark.slow,

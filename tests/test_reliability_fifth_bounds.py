@@ -4,14 +4,13 @@ capped in bytes as well as in number, a side file read whole obeys the 1 GiB lim
 the records' closing bracket is one pass, and a damaged line in a streamed file is said at
 once instead of reading the whole file again."""
 import json
-import os
 import time
 
 import pytest
 
 from cbtest import run_cli
 from comm_bench.errors import UsageError
-from comm_bench.results import stream, stream_read
+from comm_bench.results import stream_read
 from comm_bench.results.document import render
 from comm_bench.validate.checks import read
 from test_hostile_figures import base

@@ -111,7 +111,7 @@ def _read_environ(pid):
         return None
 
 
-def test_another_user_cannot_abort_a_run_or_forge_its_failure(tmp_path, other_user):
+def test_another_user_cannot_abort_a_run_or_forge_its_failure(tmp_path, other_user):  # noqa: F811 - fixtures
     out = tmp_path / "r.json"
     parent = start_sweep(out, LONG, tmp_path)
     pids = wait_ranks(parent)
@@ -189,7 +189,7 @@ def _plant(folder, names, victim):
     return sorted(os.listdir(folder))
 
 
-def test_planted_temporary_symlinks_do_not_redirect_the_results(tmp_path, other_user, user_dir):
+def test_planted_temporary_symlinks_do_not_redirect_the_results(tmp_path, other_user, user_dir):  # noqa: F811 - fixtures
     """The old writer used `<output>.tmp<pid>`: the other user, who can see pids, plants
     those names as links to a file of root's, which the root-run sweep then overwrote."""
     victim = tmp_path / "victim"
@@ -206,7 +206,7 @@ def test_planted_temporary_symlinks_do_not_redirect_the_results(tmp_path, other_
 
 
 @pytest.mark.parametrize("planted,fragment", [("r.json", "symbolic link"), (".r.json.lock", "cannot lock")])
-def test_results_path_planted_as_a_symlink_is_refused(tmp_path, other_user, user_dir, planted, fragment):
+def test_results_path_planted_as_a_symlink_is_refused(tmp_path, other_user, user_dir, planted, fragment):  # noqa: F811 - fixtures
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     as_user(other_user, _plant, user_dir, [planted], str(victim))

@@ -2,7 +2,6 @@
 file only (never into a device node, FIFO or socket, never through a link), a rank
 paused for less than --timeout does not fail the run, and the lock file's errors and
 leftovers (docs/reliability.md, "Every file comm-bench writes" and "Process lifetime")."""
-import json
 import os
 import signal
 import socket

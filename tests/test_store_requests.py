@@ -211,10 +211,13 @@ def _fields(rng):
 
 def _typed(rng) -> bytes:
     """A known op with the fields it takes, each drawn from hostile values of its kind."""
-    k = lambda: rng.choice([b"fz/%d" % rng.randrange(8), b"", rng.randbytes(rng.randrange(1, 20)),
-                            b"\0".join(b"fz/%d" % rng.randrange(8) for _ in range(rng.randint(2, 6)))])
+    def k():
+        return rng.choice([b"fz/%d" % rng.randrange(8), b"", rng.randbytes(rng.randrange(1, 20)),
+                           b"\0".join(b"fz/%d" % rng.randrange(8) for _ in range(rng.randint(2, 6)))])
+
+    def set_fields():
+        return k(), rng.choice([b"1", _number(rng), rng.randbytes(rng.randrange(30))])
     op = rng.choice([SET, SET_QUIET, GET, ADD, CHECK, DELETE, WAIT, MULTI_GET, MULTI_SET])
-    set_fields = lambda: (k(), rng.choice([b"1", _number(rng), rng.randbytes(rng.randrange(30))]))
     fields = {SET: set_fields, SET_QUIET: set_fields,
               GET: lambda: (k(), _number(rng)), ADD: lambda: (k(), _number(rng)), CHECK: lambda: (k(),),
               DELETE: lambda: (k(),), WAIT: lambda: (_number(rng), k()), MULTI_GET: lambda: (k(),),

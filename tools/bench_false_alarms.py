@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import netns_fabric  # noqa: E402
+import netns_fabric
 
 BIN = Path(sys.executable).parent
 COMM_BENCH = str(BIN / "comm-bench")

@@ -34,7 +34,7 @@ def trimmed(schema):
 
 
 def _is_template(s):
-    return isinstance(s, dict) and {"metadata", "spec"} <= set((s.get("properties") or {}))
+    return isinstance(s, dict) and {"metadata", "spec"} <= set(s.get("properties") or {})
 
 
 def main(out_dir, *crds):

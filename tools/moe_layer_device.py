@@ -122,7 +122,7 @@ def case(b):
 
     def permute(y, idx):
         o1, o2, cnt = route(idx)
-        split = cnt.tolist()                  # tokens per expert to the host (the dispatcher's sync)
+        _split = cnt.tolist()                  # tokens per expert to the host (the dispatcher's sync)
         return y.index_select(0, o1 // K).index_select(0, o2)
 
     y = P(T, H, scale=1)
@@ -165,7 +165,7 @@ def case(b):
         x = attn(x, ln1, wqkv, wo).view(T, H)
         yy, p, i = router(x, ln2, wr)
         a, b_, c = route(i)
-        cnt_ = c.tolist()
+        _cnt = c.tolist()
         xs = yy.index_select(0, a // K).index_select(0, b_)
         z = best(xs, w1, w2).index_select(0, b_.argsort()) * p.flatten()[a][:, None]
         return x + torch.zeros_like(x).index_add(0, a // K, z)

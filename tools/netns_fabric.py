@@ -54,7 +54,7 @@ def _ip(*args, check=True):
 
 
 def _sh(cmd, check=True, timeout=30):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=timeout)
     if check and p.returncode != 0:
         raise FabricError(f"{' '.join(cmd)} failed: {p.stderr.strip() or p.stdout.strip()}")
@@ -169,7 +169,7 @@ class Fabric:
                 raise ValueError
             ipaddress.IPv4Network(".".join(parts) + ".0/24")
         except ValueError:
-            raise FabricError(f"subnet {subnet!r}: give the first three octets, e.g. 10.77.3")
+            raise FabricError(f"subnet {subnet!r}: give the first three octets, e.g. 10.77.3") from None
         return ".".join(parts)
 
     # --- queries -----------------------------------------------------------
@@ -384,7 +384,7 @@ def _cleanup_live():
     for fab in list(_live):
         try:
             fab.down()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at exit: take down what can be
             pass
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import netns_fabric  # noqa: E402
+import netns_fabric
 
 ETC = Path("/etc/netns")
 MAP_PREFIX = "netns-hosts-"    # map files: /tmp/netns-hosts-<fabric name>-XXXX

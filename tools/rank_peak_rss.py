@@ -13,7 +13,6 @@ Prints the command's exit code, wall time and the rank's peak; exits with the co
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time

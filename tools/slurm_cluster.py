@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import netns_fabric  # noqa: E402
-import netns_hosts  # noqa: E402
+import netns_fabric
+import netns_hosts
 
 HEAD = "head"
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "unshare")

@@ -67,7 +67,7 @@ def vm_unavailable() -> str:
         return "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
     if not _kernel():
         return "no kernel in /boot: apt-get install linux-image-amd64"
-    if not glob.glob(f"/lib/modules/*/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*"):
+    if not glob.glob("/lib/modules/*/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*"):
         return "the kernel has no rdma_rxe module: apt-get install linux-image-amd64"
     if not shutil.which("file") or not _static_busybox():
         return "virtme-ng needs a static busybox: apt-get install busybox-static file"

@@ -10,11 +10,11 @@ if __package__ != "comm_bench.topology":
 
 import os as _os
 
-from .discover import format_text, iface_addrs, snapshot  # noqa: E402,F401
+from .discover import format_text, iface_addrs, snapshot  # noqa: F401
 # the link table is comm_bench/links.py (system/ reads it too); `topology.links` still names it
-from .. import links  # noqa: E402,F401
-from ..links import LINK_CLASSES  # noqa: E402,F401
-from .record import record  # noqa: E402,F401
+from .. import links  # noqa: F401
+from ..links import LINK_CLASSES  # noqa: F401
+from .record import record  # noqa: F401
 
 FIXTURES = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "fixtures")
 

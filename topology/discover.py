@@ -56,7 +56,7 @@ def snapshot(root="/", nvml=None, host=None, live=None):
             "nvml": None, "warnings": [], "errors": []}
     try:
         _fill(snap, root, nvml, live)
-    except Exception as e:  # never raise: a broken sysfs must not stop a sweep
+    except Exception as e:  # noqa: BLE001 - never raise: a broken sysfs must not stop a sweep
         snap["errors"].append(f"topology discovery failed: {type(e).__name__}: {e}")
     snap["elapsed_s"] = round(time.monotonic() - t0, 4)
     return snap

@@ -40,12 +40,12 @@ def read_nvml(fixture=None, max_links=NVLINK_MAX_LINKS):
         return _from_fixture(fixture)
     try:
         import pynvml
-    except Exception as e:  # ImportError or a broken install
+    except Exception as e:  # noqa: BLE001 - ImportError or a broken install
         return {"available": False, "reason": f"nvidia-ml-py not importable ({e}): "
                 "pip install nvidia-ml-py", "gpus": []}
     try:
         pynvml.nvmlInit()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - no driver, no GPU: NVMLError subclasses
         return {"available": False, "reason": f"NVML init failed: {e} (no NVIDIA driver/GPU)",
                 "gpus": []}
     t0 = time.monotonic()
@@ -58,7 +58,7 @@ def read_nvml(fixture=None, max_links=NVLINK_MAX_LINKS):
         n = _try(pynvml.nvmlDeviceGetCount) or 0
         for i in range(n):
             doc["gpus"].append(_read_gpu(pynvml, i, max_links))
-    except Exception as e:  # keep what was read
+    except Exception as e:  # noqa: BLE001 - keep what was read
         doc["reason"] = f"NVML query failed: {e}"
     finally:
         _try(pynvml.nvmlShutdown)
@@ -69,7 +69,7 @@ def read_nvml(fixture=None, max_links=NVLINK_MAX_LINKS):
 def _try(fn, default=None):
     try:
         return fn()
-    except Exception:
+    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and friends: the default
         return default
 
 

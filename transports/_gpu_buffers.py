@@ -37,7 +37,7 @@ STAGED_ONLY = ("--gpu-path direct: {name} sends from host memory only, so GPU bu
                "through pinned host memory: use --gpu-path staged or auto")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library_status(lib: str) -> tuple:
     """(ok, why not): `lib` imports and sees a CUDA GPU. Never raises."""
     try:

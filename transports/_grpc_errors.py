@@ -22,7 +22,7 @@ def bind_error(rank: int, addr: str, port: int, exc) -> Exception:
         if exc is not None:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     except OSError as err:
-        import errno  # noqa: PLC0415
+        import errno
         if err.errno == errno.EADDRINUSE:
             return TransportError(
                 f"rank {rank}: gRPC port {port} on {addr} is in use by another process; "

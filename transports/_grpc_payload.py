@@ -14,7 +14,7 @@ ACK = struct.Struct("<qq")          # (messages received, wrong elements)
 
 def pattern(nbytes: int, seed: int) -> bytes:
     """Deterministic payload for the data check (numpy, untimed)."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
     n32 = (nbytes + 3) // 4
     a = np.arange(n32, dtype=np.uint32)
     a *= np.uint32(2654435761)
@@ -35,7 +35,7 @@ def count_wrong(got: bytes, expected: bytes, esize: int) -> int:
     n_elem = max(1, len(expected) // esize)
     if len(got) != len(expected):
         return n_elem
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
     diff = np.frombuffer(got, np.uint8) != np.frombuffer(expected, np.uint8)
     if esize > 1 and len(expected) % esize == 0:
         return int(diff.reshape(-1, esize).any(axis=1).sum())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 if __package__ in (None, "", "transports"):  # imported as a top-level package by mistake
     raise ImportError("import comm_bench.transports, not the source folder 'transports'")
@@ -139,10 +139,10 @@ class RunResult:
     samples_us: list
     wrong: int = 0
     extra: dict = field(default_factory=dict)
-    mean_us: Optional[float] = None
+    mean_us: float | None = None
     round_trip: bool = False
     both_directions: bool = False
-    peak_gbps: Optional[float] = None
+    peak_gbps: float | None = None
 
 
 class Transport:
@@ -161,8 +161,8 @@ class Transport:
     options: ClassVar[tuple] = ()           # Option(...) entries for the sweep command
     # ops a pattern runs (None: every op of the transport): e.g. a collective library's pair
     # patterns measure sendrecv between two ranks, and cuda's peer copies need a pair
-    pair_ops: ClassVar[Optional[tuple]] = None
-    collective_ops: ClassVar[Optional[tuple]] = None
+    pair_ops: ClassVar[tuple | None] = None
+    collective_ops: ClassVar[tuple | None] = None
     buffers: ClassVar[str] = "host"         # where a rank's send/receive buffers live: host|gpu|both
     # whether torch.distributed is handed the rendezvous store (ctx.store.raw): then it must be
     # torch's TCPStore; else the standard-library store, and a rank never imports torch to meet
@@ -234,7 +234,7 @@ class Transport:
 
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
             dtype: str = "float32", check: bool = False, mode: str = "bw",
-            peer: Optional[int] = None, role: Optional[str] = None) -> RunResult:
+            peer: int | None = None, role: str | None = None) -> RunResult:
         """Run `op` on `nbytes` (bytes per rank as defined by the op) `warmup`
         untimed then `iters` timed iterations. In pairwise patterns `peer` is the
         other rank and `role` is "src" (sender, whose record is kept) or "dst"."""

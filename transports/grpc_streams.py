@@ -64,7 +64,6 @@ import queue
 import ssl
 import threading
 import time
-from typing import Optional
 
 from .. import ops as ops_mod
 from ._grpc_errors import bind_error, hostport, is_tls, rpc_error
@@ -81,7 +80,7 @@ def _import_grpc():
     # gRPC's C core logs its own multi-line errors to stderr; the transport
     # reports one line instead. A user-set GRPC_VERBOSITY (e.g. debug) wins.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    import grpc  # noqa: PLC0415 - optional library, imported only when used
+    import grpc
     return grpc
 
 
@@ -243,7 +242,7 @@ class GrpcTransport(Transport):
         self._channels: dict = {}
         self._stubs: dict = {}
         self._server = None
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        from concurrent.futures import ThreadPoolExecutor
         workers = max(8, 2 * self._streams * max(1, ctx.world_size) + 4)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-srv")
         handlers = {
@@ -296,7 +295,7 @@ class GrpcTransport(Transport):
         self._done_queue(src).put(1)
         return b""
 
-    def _done_queue(self, src: int) -> "queue.Queue":
+    def _done_queue(self, src: int) -> queue.Queue:
         with self._done_lock:
             q = self._done.get(src)
             if q is None:
@@ -444,7 +443,7 @@ class GrpcTransport(Transport):
     # -- run -------------------------------------------------------------------
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *,
             dtype: str = "float32", check: bool = False, mode: str = "bw",
-            peer: Optional[int] = None, role: Optional[str] = None) -> RunResult:
+            peer: int | None = None, role: str | None = None) -> RunResult:
         if peer is None:
             if self.ctx.rank > 1:
                 return RunResult([])

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import Optional
 
 from .. import ops as ops_mod
 from ..errors import TransportUnavailable
@@ -156,8 +155,8 @@ class RdmaTransport(Transport):
 
     # -- one measurement -----------------------------------------------------------
     def run(self, op: str, nbytes: int, iters: int, warmup: int, *, dtype: str = "float32",
-            check: bool = False, mode: str = "bw", peer: Optional[int] = None,
-            role: Optional[str] = None) -> RunResult:
+            check: bool = False, mode: str = "bw", peer: int | None = None,
+            role: str | None = None) -> RunResult:
         try:
             return self._run(op, nbytes, iters, warmup, check, mode, peer, role == "src")
         except self.native_error as exc:

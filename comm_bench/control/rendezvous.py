@@ -68,7 +68,7 @@ class Store:
         they exchange through it is not sealed)."""
         return self._s
 
-    def client(self, timeout: float) -> "Store":
+    def client(self, timeout: float) -> Store:
         """A second connection (for another thread) with its own timeout."""
         return Store(self.host, self.port, self.rank, self.world_size, timeout, is_master=False,
                      secret=self.secret, torch_store=self._torch, nonce=self.nonce, rejected=self.rejected)

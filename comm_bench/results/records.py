@@ -45,7 +45,7 @@ def nothing_in_common(docs) -> str | None:
     or None. docs: [(name, doc)]."""
     if len(docs) < 2:
         return None
-    (first, ref), ref_keys = docs[0], _measured_keys(docs[0][1])
+    (first, _), ref_keys = docs[0], _measured_keys(docs[0][1])
     for name, doc in docs[1:]:
         keys = _measured_keys(doc)
         if not keys & ref_keys:

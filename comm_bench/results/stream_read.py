@@ -198,7 +198,7 @@ def _read_halves(path, doc, records, reader, cut):
             part = _Part(path, doc, reader).read(records.blocks(start=cut))
             part.path = part.doc = part.checker.path = None
             out = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:                       # said again by the reader in order
+        except BaseException:  # noqa: BLE001 - said again by the reader in order
             out, code = b"", 1
         with os.fdopen(wfd, "wb") as w:
             w.write(out)

@@ -43,7 +43,7 @@ def assumptions(w, cl, lm, c, comp):
         if need:
             try:
                 lk = lm.link(scope)
-            except Exception:            # no figure at all: select refused earlier
+            except Exception:  # noqa: BLE001 - no figure at all: select refused earlier
                 continue
             if lk.source == "assumed":
                 out.append(f"{scope} link: {lk.note} ({flag} or a results file measured there)")

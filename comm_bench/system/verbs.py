@@ -20,7 +20,7 @@ GID_TYPES = {0: "IB/RoCE v1", 1: "RoCE v2"}   # ibv_query_gid_type's sysfs enum
 def available() -> tuple:
     """(True, version) when pyverbs imports, else (False, why)."""
     try:
-        import pyverbs.device  # noqa: F401
+        import pyverbs.device
     except ImportError as exc:
         return False, f"pyverbs is not importable ({exc}): apt install python3-pyverbs, then tools/install.sh"
     import pyverbs

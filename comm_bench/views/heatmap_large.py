@@ -141,7 +141,7 @@ def render_png(agg, path=None):
     if agg.switches:
         k = len(agg.switches)
         views += [(agg.switch_min, f"switch x switch ({k} switches): the worst pair", "switch"),
-                  (agg.switch_median, f"switch x switch: the median pair", "switch")]
+                  (agg.switch_median, "switch x switch: the median pair", "switch")]
     fig = Figure(figsize=(6.2 * len(views) + 4.5, 7.5), dpi=110)
     cmap = _cmap()
     width = 0.74 / (len(views) + 0.75)
