@@ -5,6 +5,7 @@ exit code (0 ok, 1 run failed or problems found, 2 usage or bad input,
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import signal
 import sys
@@ -75,7 +76,8 @@ def main(argv=None) -> None:
         print("comm-bench: aborted", file=sys.stderr)
         sys.exit(EXIT_SIGNAL + signal.SIGINT)
     except click.ClickException as exc:  # usage errors: one line, exit 2
-        where = f"comm-bench {exc.ctx.info_name}" if getattr(exc, "ctx", None) and exc.ctx.parent else "comm-bench"
+        ctx = getattr(exc, "ctx", None)
+        where = f"comm-bench {ctx.info_name}" if ctx and ctx.parent else "comm-bench"
         print(f"{where}: error: {exc.format_message()} (see --help)", file=sys.stderr)
         sys.exit(exc.exit_code)
     except CommBenchError as exc:

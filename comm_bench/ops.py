@@ -78,7 +78,7 @@ class Op:
     def plan_sizes(self, sizes, n: int, elem: int) -> list:
         """[(S, [requested sizes that round to S])], one entry per distinct S, in order:
         with 4 ranks an 8 B and a 16 B all_gather are both 16 B, measured once."""
-        plan = {}
+        plan: dict[int, list] = {}
         for size in sizes:
             plan.setdefault(self.round_size(size, n, elem), []).append(size)
         return list(plan.items())

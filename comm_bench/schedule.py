@@ -76,7 +76,8 @@ def random_matchings(ranks: list, k: int, rnd: random.Random) -> list:
     each a shuffle, then a pair an earlier matching used swaps a partner with a random
     other pair where both new pairs are unused (so every rank meets k distinct peers
     while k is well below n)."""
-    used, out = set(), []
+    used: set = set()
+    out = []
     for _ in range(k):
         order = list(ranks)
         rnd.shuffle(order)
@@ -89,7 +90,7 @@ def random_matchings(ranks: list, k: int, rnd: random.Random) -> list:
                 q = pairs[j]
                 if j != i and frozenset((p[0], q[1])) not in used and frozenset((q[0], p[1])) not in used:
                     p[1], q[1] = q[1], p[1]
-        pairs = [tuple(p) for p in pairs]
+        pairs = [tuple(p) for p in pairs]  # type: ignore[misc]
         used.update(frozenset(p) for p in pairs)
         out.append(pairs)
     return out
@@ -100,14 +101,14 @@ def distances(groups: list) -> list:
     the outermost groups (groups[rank] = (pod, leaf, ...), all the same depth)."""
     depth = len(groups[0]) if groups else 0
     present = set()
-    blocks = {}
+    blocks: dict = {}
     for g in groups:
         blocks.setdefault(tuple(g), 0)
         blocks[tuple(g)] += 1
     if any(c > 1 for c in blocks.values()):
         present.add(1)
     for level in range(depth):          # pairs differing first at `level`
-        parents = {}
+        parents: dict = {}
         for g in blocks:
             parents.setdefault(g[:level], set()).add(g[level])
         if any(len(v) > 1 for v in parents.values()):
@@ -134,7 +135,7 @@ def topology_matchings(groups: list, k: int, rnd: random.Random) -> list:
     for dist in distances(groups):
         level = depth + 1 - dist      # the group level at which pairs must differ
         for _ in range(k):
-            parents = {}
+            parents: dict = {}
             for r, g in enumerate(groups):
                 key = tuple(g) if dist == 1 else tuple(g[:level])
                 parents.setdefault(key, []).append(r)
@@ -144,7 +145,7 @@ def topology_matchings(groups: list, k: int, rnd: random.Random) -> list:
                     rnd.shuffle(members)
                     pairs += [(members[i], members[i + 1]) for i in range(0, len(members) - 1, 2)]
                     continue
-                children = {}
+                children: dict = {}
                 for r in members:
                     children.setdefault(groups[r][level], []).append(r)
                 kids = list(children.values())

@@ -3,7 +3,7 @@
 #   bash tools/install.sh          into ./.venv: the package (+ system libraries where apt-get runs
 #                                  as root); on a GPU node (nvidia-smi answers) the CUDA path below
 #   bash tools/install.sh --test   also what the tests need (Soft-RoCE VM, iperf3, perftest, browser,
-#                                  Slurm)
+#                                  Slurm; ruff and mypy, pinned in pyproject.toml's test extra)
 #   bash tools/install.sh --gpu | --cpu
 #                                  force the CUDA path (CUDA torch, cupy, numba-cuda, the NCCL wheel,
 #                                  nvcc from its wheel where the toolkit is absent, matched to the

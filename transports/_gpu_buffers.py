@@ -66,7 +66,7 @@ def buffer_kinds() -> list:
     return [("host", True, "")] + [(f"cuda:{lib}", *library_status(lib)) for lib in LIBRARIES]
 
 
-def library_for(buffer: str, prefer=LIBRARIES) -> str | None:
+def library_for(buffer: str | None, prefer=LIBRARIES) -> str | None:
     """The array library `--buffer` asks for (None: host), or TransportUnavailable (one line)."""
     if not buffer or buffer == "host":
         return None
@@ -183,6 +183,11 @@ class _Adapter:
     def count_wrong(self, got, want) -> int:
         """Elements of the device array `got` (first want.size) that differ from the int64
         numpy `want` cast like the data: compared on the GPU."""
+        raise NotImplementedError
+
+    @staticmethod
+    def count() -> int:
+        """The GPUs this library sees."""
         raise NotImplementedError
 
 

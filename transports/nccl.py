@@ -150,6 +150,7 @@ class NcclTransport(Transport):
         uid = mod.nccl_unique_id().hex() if ctx.rank == 0 else None
         if ctx.world_size > 1:
             uid = ctx.store.broadcast(0, "nccl/unique-id", uid)
+        assert uid is not None  # rank 0 made it; the others got it from the store
         try:
             self.comm = mod.NcclBench(self.dev, ctx.world_size, ctx.rank, bytes.fromhex(uid),
                                       float(ctx.timeout), self.register)

@@ -200,7 +200,7 @@ class RdmaTransport(Transport):
         self.counters_fresh = True
 
         wrong = self._wrong(op, mode, nbytes, seed, peer, src, bidir) if check else 0
-        extra = {"counters": self.delta(before, after), "device": f"{self.dev}:{self.port}"}
+        extra: dict = {"counters": self.delta(before, after), "device": f"{self.dev}:{self.port}"}
         if res is not None and res["samples_us"]:
             # bw: the samples add up to the whole span, so the record's algbw is perftest's
             # average (S x iters / span); the peak window comes from the native sampler

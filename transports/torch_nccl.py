@@ -202,7 +202,7 @@ class TorchNcclTransport(Transport):
         import os
 
         torch = getattr(self, "torch", None)
-        out = {"device": f"cuda:{getattr(self, 'dev', '?')}"}
+        out: dict = {"device": f"cuda:{getattr(self, 'dev', '?')}"}
         if torch is not None:
             out.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
                        nccl=".".join(map(str, torch.cuda.nccl.version())),

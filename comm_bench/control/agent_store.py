@@ -22,7 +22,7 @@ PORT_KEY = "comm-bench/attempt-store"
 
 
 def attempt_store_address(host: str, agent_port: int, rank: int, world_size: int, timeout: float,
-                          secret: bytes) -> tuple:
+                          secret: bytes) -> tuple[str, int]:
     """(host, port) of this attempt's store, agreed through the agent's store."""
     agent = Store(host, agent_port, rank, world_size, timeout, is_master=False, secret=secret)
     if rank == 0:

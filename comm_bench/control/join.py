@@ -17,9 +17,15 @@ import hashlib
 import hmac
 import secrets
 import time
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunFailed
 from .rendezvous import rank_list
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from .rendezvous import Store
 
 HELLO, ANSWER, ARRIVALS = "cb/hello/{}", "cb/nonce/{}", "cb/arrivals"
 NONCE_BYTES = 16
@@ -30,7 +36,7 @@ def _mac(secret: bytes, challenge: bytes, nonce: bytes) -> bytes:
     return hmac.new(secret, b"comm-bench run nonce\0" + challenge + nonce, hashlib.sha256).digest()
 
 
-def join(store, started: float) -> dict | None:
+def join(store: Store, started: float) -> dict[str, Any] | None:
     """Meet every rank, agree the run nonce (set on `store`). Rank 0 returns how the meeting
     went: {"seconds", "last_rank"}; the other ranks None. started: rank 0's time.monotonic()
     when it began hosting the store."""
@@ -50,7 +56,7 @@ def join(store, started: float) -> dict | None:
     return None
 
 
-def _host(store, started: float, own_order: int) -> dict:
+def _host(store: Store, started: float, own_order: int) -> dict[str, Any]:
     others = range(1, store.world_size)
     keys = [HELLO.format(r) for r in others]
     _wait_arriving(store, keys, "the rendezvous")
@@ -68,10 +74,10 @@ def _host(store, started: float, own_order: int) -> dict:
     store.raw_call("answer the ranks' challenges", store.multi_set_raw,
                    [ANSWER.format(r) for r in others], answers)
     store.nonce = nonce
-    return {"seconds": round(time.monotonic() - started, 3), "last_rank": max(orders, key=orders.get)}
+    return {"seconds": round(time.monotonic() - started, 3), "last_rank": max(orders, key=lambda r: orders[r])}
 
 
-def _wait_arriving(store, keys, what: str) -> None:
+def _wait_arriving(store: Store, keys: list[str], what: str) -> None:
     """Wait for `keys` while ranks keep arriving; fail after --timeout without a new arrival."""
     count, since = -1, time.monotonic()
     while True:
@@ -97,6 +103,6 @@ def _wait_arriving(store, keys, what: str) -> None:
                     f"last {store.timeout:.0f} s (--timeout)")
 
 
-def _timedelta(seconds: float):
+def _timedelta(seconds: float) -> timedelta:
     from datetime import timedelta
     return timedelta(seconds=seconds)

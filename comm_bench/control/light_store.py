@@ -25,6 +25,9 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
 
 from .store_server import StoreServer
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSAGE, MULTI_GET, MULTI_SET,
@@ -77,10 +80,10 @@ class LightStore:
     """A client (and, on the master, the server) with TCPStore's methods."""
 
     def __init__(self, host: str, port: int, is_master: bool, timeout: float, listen_fd: int | None = None,
-                 *, secret: bytes, keep_free: int = 0):
+                 *, secret: bytes, keep_free: int = 0) -> None:
         """keep_free: on the master, descriptors its server leaves to the rest of the process."""
         self.timeout = timeout
-        self._server = StoreServer(listen_fd, secret, keep_free) if is_master else None
+        self._server = StoreServer(listen_fd, secret, keep_free) if is_master and listen_fd is not None else None
         self._lock = threading.Lock()
         deadline = time.monotonic() + timeout
         while True:     # rank 0 may not be listening yet: retry, as TCPStore's clients do
@@ -155,34 +158,35 @@ class LightStore:
         self._call(SET_QUIET, (key, value), answered=False)
 
     def get(self, key: str) -> bytes:
-        return self._call(GET, (key, self._ms(self.timeout)), self.timeout)[0]
+        return bytes(self._call(GET, (key, self._ms(self.timeout)), self.timeout)[0])
 
     def add(self, key: str, amount: int) -> int:
         return int(self._call(ADD, (key, str(int(amount))))[0])
 
-    def check(self, keys) -> bool:
-        return self._call(CHECK, (join_keys(list(keys)),))[0] == b"1"
+    def check(self, keys: Iterable[str]) -> bool:
+        return bool(self._call(CHECK, (join_keys(list(keys)),))[0] == b"1")
 
     def delete_key(self, key: str) -> bool:
-        return self._call(DELETE, (key,))[0] == b"1"
+        return bool(self._call(DELETE, (key,))[0] == b"1")
 
-    def delete_keys(self, keys) -> int:
+    def delete_keys(self, keys: Iterable[str]) -> int:
         """How many of `keys` existed (and are gone now)."""
         keys, gone = list(keys), 0
         for at in range(0, len(keys), 4096):
             gone += int(self._call(DELETE, (join_keys(keys[at:at + 4096]),))[0])
         return gone
 
-    def wait(self, keys, timeout=None) -> None:
+    def wait(self, keys: Iterable[str], timeout: float | timedelta | None = None) -> None:
         """timeout: a datetime.timedelta, as TCPStore takes it, or seconds."""
-        seconds = self.timeout if timeout is None else getattr(timeout, "total_seconds", lambda: timeout)()
+        seconds = self.timeout if timeout is None else \
+            timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         self._call(WAIT, (self._ms(seconds), join_keys(list(keys))), seconds)
 
-    def multi_get(self, keys) -> list:
+    def multi_get(self, keys: Iterable[str]) -> list[Any]:
         """Each key's value, or None where it is absent; never waits. The server answers as
         many as fit one message; the rest are asked again."""
         keys = list(keys)
-        found: list = [None] * len(keys)
+        found: list[Any] = [None] * len(keys)
         todo = list(range(len(keys)))
         while todo:
             lengths, blob = self._call(MULTI_GET, (join_keys([keys[i] for i in todo]),), views=True)
@@ -201,8 +205,9 @@ class LightStore:
             todo = later
         return found
 
-    def multi_set(self, keys, values) -> None:
-        batch, size = [], 0
+    def multi_set(self, keys: Iterable[str], values: Iterable[bytes]) -> None:
+        batch: list[tuple[str, bytes]] = []
+        size = 0
         for k, v in zip(keys, values):
             if batch and size + len(k) + len(v) > MAX_MESSAGE // 2:
                 self._multi_set(batch)
@@ -212,6 +217,6 @@ class LightStore:
         if batch:
             self._multi_set(batch)
 
-    def _multi_set(self, pairs) -> None:
+    def _multi_set(self, pairs: list[tuple[str, bytes]]) -> None:
         values = [v for _, v in pairs]
         self._call(MULTI_SET, (join_keys([k for k, _ in pairs]), *pack_values([len(v) for v in values], values)))

@@ -24,7 +24,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import Any
 
 from ..errors import RunFailed
 from . import fd_limit
@@ -40,7 +42,7 @@ class Store:
 
     def __init__(self, host: str, port: int, rank: int, world_size: int, timeout: float,
                  is_master: bool | None = None, *, secret: bytes, all_local: bool = True,
-                 torch_store: bool = True, nonce: bytes = b"", rejected: set | None = None):
+                 torch_store: bool = True, nonce: bytes = b"", rejected: set[str] | None = None) -> None:
         """torch_store: torch's TCPStore (needed where torch.distributed gets the store, and
         to reach torchrun's agent store); False: light_store.LightStore, without torch."""
         self.host, self.port = host, port
@@ -48,7 +50,7 @@ class Store:
         self.secret, self._torch = secret, torch_store
         self.nonce = nonce            # b"" until join.join agrees the run's
         self.rejected = set() if rejected is None else rejected   # keys whose value failed authentication
-        self.joined = None            # rank 0: how the ranks met (join.join)
+        self.joined: dict[str, Any] | None = None  # rank 0: how the ranks met (join.join)
         master = (rank == 0) if is_master is None else is_master
         try:
             fd = _listener(host, port, all_local) if master else None
@@ -58,12 +60,12 @@ class Store:
         except Exception as exc:  # noqa: BLE001 - torch raises several types here
             where = "host the rendezvous store on" if master else "reach the rendezvous store at"
             raise RunFailed(f"rank {rank} could not {where} {host}:{port}: {_one_line(exc)}") from None
-        self._seq: dict = {}
-        self._beats: dict = {}
+        self._seq: dict[str, int] = {}
+        self._beats: dict[str, int] = {}
         self._progress_at = float("-inf")
 
     @property
-    def raw(self):
+    def raw(self) -> Any:
         """The underlying store (torch's TCPStore for torch.distributed process groups; what
         they exchange through it is not sealed)."""
         return self._s
@@ -73,7 +75,7 @@ class Store:
         return Store(self.host, self.port, self.rank, self.world_size, timeout, is_master=False,
                      secret=self.secret, torch_store=self._torch, nonce=self.nonce, rejected=self.rejected)
 
-    def raw_call(self, what: str, fn, *args):
+    def raw_call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(*args) on the underlying store; any failure ends this rank as a failed run,
         naming the store's host (never an internal error)."""
         try:
@@ -84,7 +86,7 @@ class Store:
             raise RunFailed(f"rank {self.rank}: could not {what} through the rendezvous store on "
                             f"rank 0 at {self.host}:{self.port} ({_one_line(exc)})") from None
 
-    def values_raw(self, keys) -> list:
+    def values_raw(self, keys: Iterable[str]) -> list[Any]:
         """Each key's raw value or None where absent, without waiting, in as few calls as the
         store allows (a gather of 4,096 ranks is one call, not 4,096)."""
         keys = list(keys)
@@ -94,7 +96,7 @@ class Store:
         found = dict(zip(present, self._s.multi_get(present))) if present else {}
         return [found.get(k) for k in keys]
 
-    def multi_set_raw(self, keys, values) -> None:
+    def multi_set_raw(self, keys: Iterable[str], values: Iterable[bytes]) -> None:
         self._s.multi_set(list(keys), list(values))
 
     # -- sealed values -----------------------------------------------------------
@@ -102,7 +104,7 @@ class Store:
         msg = self.nonce + b"\0" + key.encode() + b"\0" + payload
         return hmac.new(self.secret, msg, hashlib.sha256).hexdigest().encode()
 
-    def _open(self, key: str, sealed):
+    def _open(self, key: str, sealed: bytes | None) -> bytes | None:
         """The payload of a sealed value, or None (counted) if it was not sealed in this run
         with its secret: forged, or replayed from another run or attempt."""
         if sealed is None:
@@ -146,19 +148,19 @@ class Store:
                                 "secret is writing to the store (see docs/reliability.md)")
             time.sleep(0.05)
 
-    def get_json(self, key: str):
+    def get_json(self, key: str) -> Any:
         return json.loads(self.get(key))
 
     def add(self, key: str, amount: int) -> int:
         """A raw counter: NOT authenticated, so nothing a rank acts on (use beat/beats)."""
-        return self.raw_call(f"count '{key}'", self._s.add, key, amount)
+        return int(self.raw_call(f"count '{key}'", self._s.add, key, amount))
 
-    def check(self, keys) -> bool:
+    def check(self, keys: Iterable[str]) -> bool:
         """Whether every key holds a value sealed with this run's secret (a forged one
         counts as absent)."""
         return all(p is not None for p in self.payloads(keys))   # absent keys read as None
 
-    def payloads(self, keys) -> list:
+    def payloads(self, keys: Iterable[str]) -> list[bytes | None]:
         """Each key's sealed payload, None where absent, forged or replayed; never waits."""
         keys = list(keys)
         raw = self.raw_call("read keys", self.values_raw, keys)
@@ -178,7 +180,7 @@ class Store:
             self._progress_at = now
             self.beat(f"{PROGRESS_KEY}/{self.rank}")
 
-    def beats(self, key: str):
+    def beats(self, key: str) -> int | None:
         """Another process's counter made by beat(), or None if absent or forged."""
         payload = self.payloads([key])[0]
         return None if payload is None else int(payload)
@@ -191,7 +193,7 @@ class Store:
 
     # The store refuses messages over 8 MB: larger values travel as parts, and the
     # key itself, set last, says how many (so waiting on the key waits for them all).
-    def _put(self, key: str, obj) -> None:
+    def _put(self, key: str, obj: object) -> None:
         data = json.dumps(obj).encode()
         if len(data) <= _PART_BYTES:
             self.set(key, data)
@@ -201,7 +203,7 @@ class Store:
             self.set(f"{key}/part{i}", data[at:at + _PART_BYTES])
         self.set(key, _PARTS + str(len(parts)).encode())
 
-    def _take_all(self, keys, delete: bool = False) -> list:
+    def _take_all(self, keys: list[str], delete: bool = False) -> list[Any]:
         """The JSON objects at `keys` (all set already), read in one call; a forged or replayed
         value is waited past as get() does; parts of large values are joined."""
         out, used = [], list(keys)
@@ -216,14 +218,14 @@ class Store:
             self.raw_call("delete keys", self.delete_raw, used)
         return out
 
-    def delete_raw(self, keys) -> None:
+    def delete_raw(self, keys: Iterable[str]) -> None:
         if self._torch:
             for k in keys:
                 self._s.delete_key(k)
         else:
             self._s.delete_keys(keys)
 
-    def all_gather(self, tag: str, obj) -> list:
+    def all_gather(self, tag: str, obj: object) -> list[Any]:
         """Every rank's JSON-serialisable `obj`, ordered by rank."""
         base = self._key(tag)
         self._put(f"{base}/{self.rank}", obj)
@@ -231,7 +233,7 @@ class Store:
         self._wait(keys, what=tag)
         return self._take_all(keys)
 
-    def gather_to(self, root: int, tag: str, obj):
+    def gather_to(self, root: int, tag: str, obj: object) -> list[Any] | None:
         """On `root` the list of every rank's obj; None elsewhere."""
         base = self._key(tag)
         self._put(f"{base}/{self.rank}", obj)
@@ -241,7 +243,7 @@ class Store:
         self._wait(keys, what=tag)
         return self._take_all(keys, delete=True)
 
-    def broadcast(self, root: int, tag: str, obj=None):
+    def broadcast(self, root: int, tag: str, obj: Any = None) -> Any:
         key = self._key(tag)
         if self.rank == root:
             self.set(key, json.dumps(obj))
@@ -264,7 +266,8 @@ class Store:
             self._wait([f"{base}/go"], what=tag, arrivals=arrivals)
             self.get(f"{base}/go")
 
-    def _wait(self, keys, what: str, arrivals=None, names=None, progress_of=None) -> None:
+    def _wait(self, keys: list[str], what: str, arrivals: list[str] | None = None, names: list[str] | None = None,
+              progress_of: int | None = None) -> None:
         """Wait for `keys`; on timeout name the ranks whose `arrivals` (default: keys) are
         missing: `names`, one per arrival, or else each arrival key's last part. With
         `progress_of` (a rank): wait on for another --timeout each time that rank said it
@@ -300,14 +303,14 @@ class Store:
                         f"'{what}' within {waited:.0f} s")
 
 
-def _torch_store(host, port, world_size, master, timeout, listen_fd):
+def _torch_store(host: str, port: int, world_size: int, master: bool, timeout: float, listen_fd: int | None) -> Any:
     # torch's C++ logs (with stack frames) would bury our one-line errors,
     # which already say what failed; --debug keeps them
     if not os.environ.get("COMM_BENCH_DEBUG"):
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     from torch.distributed import TCPStore  # torch is imported only when ranks meet
 
-    listen = {"master_listen_fd": listen_fd} if master else {}
+    listen: dict[str, Any] = {"master_listen_fd": listen_fd} if master else {}
     return TCPStore(host, port, world_size if master else None, master, timedelta(seconds=timeout),
                     wait_for_workers=False, **listen)
 
@@ -317,7 +320,7 @@ def _listener(host: str, port: int, all_local: bool) -> int:
     every interface otherwise). When ranks on other hosts use another name for a
     host whose own name resolves to loopback (/etc/hosts' 127.0.1.1), every interface."""
     family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    if ipaddress.ip_address(addr[0].split("%")[0]).is_loopback and not all_local:
+    if ipaddress.ip_address(str(addr[0]).split("%")[0]).is_loopback and not all_local:
         addr = ("::" if family == socket.AF_INET6 else "0.0.0.0", port)
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -335,7 +338,7 @@ _PART_BYTES = 4 << 20
 _PARTS = b"\x00parts:"  # no JSON text starts with a NUL byte
 
 
-def rank_list(names) -> str:
+def rank_list(names: Iterable[str | int]) -> str:
     """'3, 5-9, 12': a thousand missing ranks in one short line (names that are not
     numbers stand as they are)."""
     nums = sorted(int(n) for n in names if str(n).isdigit())

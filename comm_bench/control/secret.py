@@ -15,6 +15,7 @@ import hashlib
 import os
 import secrets
 import stat
+from typing import Any
 
 from ..errors import UsageError
 
@@ -31,7 +32,7 @@ def new_secret() -> str:
     return secrets.token_hex(32)
 
 
-def run_secret(info) -> tuple:
+def run_secret(info: Any) -> tuple[bytes, str]:
     """(key bytes, where it came from: file | environment | random | mpi | derived)."""
     path = os.environ.get(SECRET_FILE_ENV)
     if path:

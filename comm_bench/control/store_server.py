@@ -50,6 +50,7 @@ import sys
 import threading
 import time
 from itertools import filterfalse
+from typing import Any
 
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_HELLO, MAX_MESSAGE,
                           MULTI_GET, MULTI_SET, OK, REFUSED, SET, SET_QUIET, SET_REFUSED, TIMED_OUT, WAIT,
@@ -87,12 +88,12 @@ class _Conn:
     __slots__ = ("sock", "fd", "events", "inbox", "outbox", "retained", "authed", "challenge", "born", "waiter",
                  "peer")
 
-    def __init__(self, sock, peer: str = "?"):
+    def __init__(self, sock: socket.socket, peer: str = "?") -> None:
         self.sock, self.fd, self.events, self.peer = sock, sock.fileno(), 0, peer
         self.inbox, self.outbox = bytearray(), memoryview(b"")  # a reply is sent from a view
-        self.retained = None          # the reply object the view keeps alive, sent or not
+        self.retained: bytes | None = None          # the reply object the view keeps alive, sent or not
         self.authed, self.challenge, self.born = False, os.urandom(32), time.monotonic()
-        self.waiter = None
+        self.waiter: _Waiter | None = None
 
     @property
     def limit(self) -> int:
@@ -104,7 +105,7 @@ class _Waiter:
     """A GET or WAIT blocked on keys not yet set."""
     __slots__ = ("conn", "group", "reply_key", "done")
 
-    def __init__(self, conn, group, reply_key):
+    def __init__(self, conn: _Conn, group: _Group, reply_key: bytes | None) -> None:
         self.conn, self.group, self.reply_key, self.done = conn, group, reply_key, False
 
 
@@ -114,33 +115,34 @@ class _Group:
     between (then 'not set since' and 'absent now' are the same keys)."""
     __slots__ = ("name", "missing", "members", "deletes")
 
-    def __init__(self, name: bytes, missing: set, deletes: int):
-        self.name, self.missing, self.members, self.deletes = name, missing, set(), deletes
+    def __init__(self, name: bytes, missing: set[bytes], deletes: int) -> None:
+        self.members: set[_Waiter] = set()
+        self.name, self.missing, self.deletes = name, missing, deletes
 
 
 class StoreServer:
-    def __init__(self, listen_fd: int, secret: bytes, keep_free: int = 0):
+    def __init__(self, listen_fd: int, secret: bytes, keep_free: int = 0) -> None:
         """keep_free: descriptors of this process the store's connections leave to the rest."""
         self._listener = socket.socket(fileno=listen_fd)
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         self._max_conns = None if soft == resource.RLIM_INFINITY else max(1, soft - keep_free)
         self._listener.setblocking(False)
         self._secret = secret
-        self.data: dict = {}
+        self.data: dict[bytes, bytes] = {}
         self.stored = 0
-        self._waiting: dict = {}                  # key -> {_Group}
-        self._groups: dict = {}                   # joined keys -> the _Group new waits on them join
+        self._waiting: dict[bytes, set[_Group]] = {}        # key -> {_Group}
+        self._groups: dict[bytes, _Group] = {}              # joined keys -> the _Group new waits on them join
         self._deletes = 0                         # keys deleted so far
         self._version = 0                         # changes with every SET and DELETE
-        self._gather = (None, -1, None)           # (joined keys, version, reply) of the last MULTI_GET
-        self._buffers: dict = {}                  # id -> [reply, connections sending it]
-        self._deadlines: list = []                # heap of (deadline, n, _Waiter)
+        self._gather: tuple[bytes | None, int, bytes | None] = (None, -1, None)  # (joined keys, version, reply) of the last MULTI_GET
+        self._buffers: dict[int, list[Any]] = {}            # id -> [reply, connections sending it]
+        self._deadlines: list[tuple[float, int, _Waiter]] = []  # heap of (deadline, n, _Waiter)
         self._order = itertools.count()
-        self._conns: dict = {}                    # fd -> _Conn
-        self._hellos: dict = {}                   # fd -> _Conn not yet authenticated, oldest first
-        self._woken: list = []                    # connections whose wait ended: serve them again
+        self._conns: dict[int, _Conn] = {}                  # fd -> _Conn
+        self._hellos: dict[int, _Conn] = {}                 # fd -> _Conn not yet authenticated, oldest first
+        self._woken: list[_Conn] = []                  # connections whose wait ended: serve them again
         self.outbound = 0                         # bytes of replies not yet sent
-        self._held: dict = {}                     # fd -> _Conn whose request waits for outbound room
+        self._held: dict[int, _Conn] = {}                   # fd -> _Conn whose request waits for outbound room
         self._reserve = self._open_reserve()
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ, None)
@@ -149,7 +151,7 @@ class StoreServer:
         threading.Thread(target=self._loop, name="comm-bench store", daemon=True).start()
 
     # -- the loop ------------------------------------------------------------------------
-    def _loop(self):
+    def _loop(self) -> None:
         while True:
             try:
                 ready = self._sel.select(self._next_timeout())
@@ -176,7 +178,7 @@ class StoreServer:
                     except Exception as exc:  # noqa: BLE001
                         self._drop(conn, exc)
 
-    def _drop(self, conn, exc):
+    def _drop(self, conn: _Conn, exc: BaseException) -> None:
         """Serving `conn` raised (a bug): that connection goes, named in one line; the loop goes on."""
         self.dropped += 1
         what = f"{type(exc).__name__}: {exc}".encode("ascii", "backslashreplace").decode()
@@ -208,7 +210,7 @@ class StoreServer:
             due = min(due, next(iter(self._hellos.values())).born + AUTH_WINDOW)
         return max(0.0, due - time.monotonic())
 
-    def _accept(self):
+    def _accept(self) -> None:
         for _ in range(64):   # a burst of arrivals, then the loop serves the others again
             if self._max_conns is not None and len(self._conns) >= self._max_conns:
                 self._make_room()
@@ -234,7 +236,7 @@ class StoreServer:
             self._send(conn, frame(OK, (conn.challenge,)))
             self._update(conn)
 
-    def _make_room(self):
+    def _make_room(self) -> None:
         """Out of descriptors: drop the oldest connection that has not proved itself; if there
         is none, accept one pending connection on the reserve descriptor and close it."""
         if self._hellos:
@@ -250,13 +252,13 @@ class StoreServer:
             self._reserve = self._open_reserve()
 
     @staticmethod
-    def _open_reserve():
+    def _open_reserve() -> int | None:
         try:
             return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
 
-    def _close(self, conn):
+    def _close(self, conn: _Conn) -> None:
         if self._conns.pop(conn.fd, None) is None:
             return
         self._hellos.pop(conn.fd, None)
@@ -269,7 +271,7 @@ class StoreServer:
         conn.sock.close()
 
     # -- reading and writing ----------------------------------------------------------
-    def _read(self, conn):
+    def _read(self, conn: _Conn) -> None:
         try:
             chunk = conn.sock.recv(self._wanted(conn))
         except (BlockingIOError, InterruptedError):
@@ -283,14 +285,14 @@ class StoreServer:
         self._serve(conn)
 
     @staticmethod
-    def _wanted(conn) -> int:
+    def _wanted(conn: _Conn) -> int:
         """At most what completes the frame being read, so the inbox never holds much more."""
         if not conn.inbox:
             return min(conn.limit, 1 << 16)
         if len(conn.inbox) < 4:
             return 4 - len(conn.inbox)
         (size,) = _LEN.unpack_from(conn.inbox)
-        return max(1, min(4 + size - len(conn.inbox), 1 << 20))
+        return int(max(1, min(4 + size - len(conn.inbox), 1 << 20)))
 
     @staticmethod
     def _frame_in_hand(conn) -> bool:
@@ -352,7 +354,7 @@ class StoreServer:
             entry[1] += 1
         self._write(conn)
 
-    def _release(self, conn):
+    def _release(self, conn: _Conn) -> None:
         data, conn.retained = conn.retained, None
         if data is None:
             return
@@ -362,7 +364,7 @@ class StoreServer:
             del self._buffers[id(data)]
             self.outbound -= len(data)
 
-    def _write(self, conn):
+    def _write(self, conn: _Conn) -> None:
         if not conn.outbox or conn.fd not in self._conns:
             return
         try:
@@ -407,7 +409,7 @@ class StoreServer:
         conn.events = events
 
     # -- the requests -------------------------------------------------------------------
-    def _answer(self, conn, op: int, f: list):
+    def _answer(self, conn: _Conn, op: int, f: list[Any]) -> bytes | None:
         if not conn.authed:
             if op != AUTH or len(f) != 1 or not hmac.compare_digest(f[0], proof(self._secret, conn.challenge)):
                 self.refused_hellos += 1
@@ -447,9 +449,9 @@ class StoreServer:
         if op == DELETE:
             gone = 0
             for k in split_keys(f[0]):
-                value = self.data.pop(k, None)
-                if value is not None:
-                    self.stored -= len(k) + len(value)
+                old = self.data.pop(k, None)
+                if old is not None:
+                    self.stored -= len(k) + len(old)
                     gone += 1
             self._deletes += gone
             self._version += 1
@@ -495,14 +497,14 @@ class StoreServer:
                     self._wake(w, OK)
         return None
 
-    def _multi_get(self, keys) -> bytes:
+    def _multi_get(self, keys: list[bytes]) -> bytes:
         room = MAX_MESSAGE - 64 - 4 * len(keys)
         values = list(map(self.data.get, keys))     # the common case without a loop in Python
         if None not in values:
-            lengths = list(map(len, values))
+            lengths = list(map(len, values))  # type: ignore[arg-type]  # None is not among them
             if sum(lengths) <= room:
-                return values_frame(OK, lengths, values)
-        lengths, values = [], []
+                return values_frame(OK, lengths, values)  # type: ignore[arg-type]
+        lengths, blobs = [], []
         get = self.data.get
         for k in keys:
             value = get(k)
@@ -510,13 +512,14 @@ class StoreServer:
                 lengths.append(ABSENT)
             elif len(value) <= room:
                 lengths.append(len(value))
-                values.append(value)
+                blobs.append(value)
                 room -= len(value)
             else:
                 lengths.append(LATER)
-        return values_frame(OK, lengths, values)
+        return values_frame(OK, lengths, blobs)
 
-    def _block(self, conn, name: bytes, keys, timeout_ms: int, reply_key=None):
+    def _block(self, conn: _Conn, name: bytes, keys: list[bytes], timeout_ms: int,
+               reply_key: bytes | None = None) -> bytes | None:
         """name: the keys joined, as they came (a wait on the same list has the same name)."""
         g = self._groups.get(name)
         if g is None or g.deletes != self._deletes:
@@ -536,7 +539,7 @@ class StoreServer:
         # a WAIT's answer is one shared object: 4,096 waiters woken at once add no 4,096 replies
         return _SET_OK if reply_key is None else frame(OK, (self.data[reply_key],))
 
-    def _forget(self, w):
+    def _forget(self, w: _Waiter) -> None:
         """A waiter answered, timed out or closed: out of the index."""
         w.done = True
         w.conn.waiter = None
@@ -553,7 +556,7 @@ class StoreServer:
                 if not waiting:
                     del self._waiting[k]
 
-    def _wake(self, w, status: int):
+    def _wake(self, w: _Waiter, status: int) -> None:
         self._forget(w)
         conn = w.conn
         if conn.fd not in self._conns:
@@ -563,7 +566,7 @@ class StoreServer:
         if conn.inbox or conn.outbox or conn.events != selectors.EVENT_READ:
             self._woken.append(conn)  # served again by the loop: no recursion through _serve
 
-    def _expire(self):
+    def _expire(self) -> None:
         now = time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
             _, _, w = heapq.heappop(self._deadlines)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
+from typing import Any
 
 MAX_MESSAGE = 16 << 20        # rendezvous.Store sends values in parts of 4 MB
 MAX_HELLO = 256               # what a connection may send before it has authenticated
@@ -25,7 +27,7 @@ ABSENT, LATER = -1, -2        # multi_get's lengths: the key is absent; the repl
 _LEN = struct.Struct("!I")
 
 
-def frame(head: int, fields) -> bytes:
+def frame(head: int, fields: Iterable[bytes]) -> bytes:
     parts, size = [b"", bytes([head])], 1
     for f in fields:
         parts += (_LEN.pack(len(f)), f)
@@ -34,10 +36,11 @@ def frame(head: int, fields) -> bytes:
     return b"".join(parts)
 
 
-def fields_of(body, views: bool = False) -> list:
+def fields_of(body: bytes | bytearray, views: bool = False) -> list[Any]:
     """The fields of a frame's body (after its head byte); struct.error if it is cut short.
     views: memoryviews into body instead of copies (a 4 MB gather is copied once, not twice)."""
-    fields, at = [], 1
+    fields: list[Any] = []
+    at = 1
     whole = memoryview(body) if views else body
     while at < len(body):
         (n,) = _LEN.unpack_from(body, at)
@@ -51,9 +54,9 @@ def fields_of(body, views: bool = False) -> list:
 # Lists travel as two or three fields, so that neither side loops over thousands of fields in
 # Python: keys joined by NUL (no key holds one), and values as their lengths (int32, little
 # endian; ABSENT or LATER in place of a length) and their bytes end to end.
-def join_keys(keys) -> bytes:
+def join_keys(keys: Sequence[str | bytes]) -> bytes:
     try:
-        joined = "\0".join(keys).encode()      # all str, the usual case: no loop in Python
+        joined = "\0".join(keys).encode()  # type: ignore[arg-type]  # all str, the usual case: no loop in Python
     except TypeError:
         joined = b"\0".join(k.encode() if isinstance(k, str) else k for k in keys)
     if joined.count(b"\0") != max(0, len(keys) - 1):
@@ -61,15 +64,15 @@ def join_keys(keys) -> bytes:
     return joined
 
 
-def split_keys(joined: bytes) -> list:
+def split_keys(joined: bytes) -> list[bytes]:
     return joined.split(b"\0") if joined else []
 
 
-def pack_values(lengths, values) -> tuple:
+def pack_values(lengths: Sequence[int], values: Iterable[bytes]) -> tuple[bytes, bytes]:
     return struct.pack(f"<{len(lengths)}i", *lengths), b"".join(values)
 
 
-def values_frame(head: int, lengths, values) -> bytes:
+def values_frame(head: int, lengths: Sequence[int], values: Sequence[bytes]) -> bytes:
     """frame(head, pack_values(lengths, values)), with the values copied once."""
     packed = struct.pack(f"<{len(lengths)}i", *lengths)
     blob = sum(map(len, values))
@@ -77,7 +80,7 @@ def values_frame(head: int, lengths, values) -> bytes:
                      _LEN.pack(blob), *values])
 
 
-def unpack_values(lengths, blob) -> list:
+def unpack_values(lengths: bytes, blob: bytes | memoryview) -> list[Any]:
     """Each value (bytes), or ABSENT / LATER where the key had none or did not fit."""
     sizes = struct.unpack(f"<{len(lengths) // 4}i", lengths)
     if sizes and min(sizes) >= 0:               # every value there: slice without a loop in Python
@@ -86,7 +89,8 @@ def unpack_values(lengths, blob) -> list:
             raise struct.error("values and their lengths disagree")
         blob = bytes(blob)
         return list(map(blob.__getitem__, map(slice, [0, *ends[:-1]], ends)))
-    out, at = [], 0
+    out: list[bytes | int] = []
+    at = 0
     for n in sizes:
         if n < 0:
             out.append(n)

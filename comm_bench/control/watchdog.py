@@ -20,6 +20,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rendezvous import Store
 
 ABORT_KEY = "cb/abort"
 
@@ -29,8 +34,8 @@ def beat_interval(world_size: int) -> float:
 
 
 class Watchdog:
-    def __init__(self, store, rank: int, world_size: int, rank_hosts: list, timeout: float,
-                 on_abort):
+    def __init__(self, store: Store, rank: int, world_size: int, rank_hosts: list[str], timeout: float,
+                 on_abort: Callable[[dict[str, Any]], object]) -> None:
         self.rank, self.world_size, self.rank_hosts = rank, world_size, rank_hosts
         # a beat a second, one more second per thousand ranks (rank 0's store answers every
         # rank's beat); silent for the whole --timeout, and at least 4 beats, before a peer
@@ -47,21 +52,21 @@ class Watchdog:
         self._deadman = threading.Thread(target=self._watch_store, name="comm-bench-deadman",
                                          daemon=True)
 
-    def start(self):
+    def start(self) -> Watchdog:
         self._thread.start()
         if self.rank != 0:  # rank 0 hosts the store in-process: it cannot hang without rank 0
             self._deadman.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def finished(self):
+    def finished(self) -> None:
         """This rank has nothing left to run: not a silent death any more."""
         self._client.set(f"cb/done/{self.rank}", b"1")
 
-    def post_abort(self, reason: str):
+    def post_abort(self, reason: str) -> None:
         """Tell every rank that this one failed (best effort)."""
         failure = {"rank": self.rank, "host": self.rank_hosts[self.rank], "reason": reason}
         try:
@@ -70,7 +75,7 @@ class Watchdog:
         except Exception:  # noqa: BLE001 - the store may be gone; our own exit says enough
             pass
 
-    def posted_failure(self):
+    def posted_failure(self) -> dict[str, Any] | None:
         """The failure another rank posted already, if any: an error this rank hits
         after that is its consequence (a peer that left), not the cause."""
         try:
@@ -83,8 +88,8 @@ class Watchdog:
         return None
 
     # -- the thread ----------------------------------------------------------
-    def _loop(self):
-        last_seen = {r: (None, time.monotonic()) for r in range(self.world_size)}
+    def _loop(self) -> None:
+        last_seen: dict[int, tuple[int | None, float]] = {r: (None, time.monotonic()) for r in range(self.world_size)}
         while not self._stop.wait(self.interval):
             try:
                 self._client.beat(f"cb/hb/{self.rank}")
@@ -101,7 +106,7 @@ class Watchdog:
                              "reason": f"stopped answering (the rendezvous store on rank 0 did not "
                                        f"respond within {self.stale_after:.0f} s: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"})
 
-    def _watch_store(self):
+    def _watch_store(self) -> None:
         """Store calls can block past their timeout when the store's host hangs."""
         while not self._stop.wait(1.0):
             silent = time.monotonic() - self._answered
@@ -110,15 +115,15 @@ class Watchdog:
                                "reason": f"stopped answering (the rendezvous store on rank 0 gave "
                                          f"no answer for {silent:.0f} s)"})
 
-    def _watch(self, last_seen):
+    def _watch(self, last_seen: dict[int, tuple[int | None, float]]) -> None:
         """Every rank's done mark and heartbeat in one store call (4,096 ranks: not 12,288)."""
         now = time.monotonic()
         others = range(1, self.world_size)
         values = self._client.payloads([f"cb/done/{r}" for r in others] + [f"cb/hb/{r}" for r in others])
-        for r, done, beat in zip(others, values[:len(others)], values[len(others):]):
+        for r, done, raw in zip(others, values[:len(others)], values[len(others):]):
             if done is not None:
                 continue
-            beat = None if beat is None else int(beat)  # None: absent, forged or replayed
+            beat = None if raw is None else int(raw)  # None: absent, forged or replayed
             prev, since = last_seen[r]
             if beat != prev:
                 last_seen[r] = (beat, now)
@@ -130,7 +135,7 @@ class Watchdog:
                 # collectives fail, and that must not pass for the cause
                 self.stop_for(failure, linger=2.5)
 
-    def stop_for(self, failure: dict, linger: float = 0.0):
+    def stop_for(self, failure: dict[str, Any], linger: float = 0.0) -> None:
         """Record `failure` (another rank's), name it, keep the store up for
         `linger` seconds so every rank can read the abort, and exit 1."""
         if self._stop.is_set() or failure.get("rank") == self.rank:

@@ -10,12 +10,20 @@ forged figure (torch's TCPStore admits anyone) can only make a rank refuse to st
 wrong world size."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
 from ..errors import RunFailed, UsageError
+
+if TYPE_CHECKING:
+    from .rendezvous import Store
+
+T = TypeVar("T")
 
 KEY = "cb/world_size/{}"
 
 
-def post(store, info) -> None:
+def post(store: Store, info: Any) -> None:
     """This rank's WORLD_SIZE, then (ranks > 0) rank 0's compared with it at once."""
     store.raw_call("post its WORLD_SIZE", store.raw.set, KEY.format(info.rank), str(info.world_size))
     if info.rank != 0:
@@ -24,7 +32,7 @@ def post(store, info) -> None:
             raise UsageError(_disagree(info.rank, info.world_size, 0, theirs))
 
 
-def explained(store, info, meet):
+def explained(store: Store, info: Any, meet: Callable[[], T]) -> T:
     """meet() (the ranks' first meeting), with a timeout explained by a rank posting another
     world size."""
     try:
@@ -38,7 +46,7 @@ def explained(store, info, meet):
         raise
 
 
-def _figure(store, rank):
+def _figure(store: Store, rank: int) -> int | None:
     """The WORLD_SIZE rank `rank` posted (waiting for it up to the store's timeout)."""
     try:
         return int(store.raw.get(KEY.format(rank)))
@@ -49,7 +57,7 @@ def _figure(store, rank):
                         f"{store.timeout:.0f} s ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
-def _disagree(rank, size, other, other_size) -> str:
+def _disagree(rank: int, size: int, other: int, other_size: int) -> str:
     return (f"the launcher gave rank {rank} WORLD_SIZE={size} and rank {other} WORLD_SIZE={other_size}: "
             "every rank of one run must be started with the same WORLD_SIZE (check the launch "
             "command or job script)")

@@ -9,9 +9,10 @@ from ..metrics import make_record
 ROUND_OVERHEAD_S = 0.02     # a round's barrier and gather to rank 0 (a stated guess, not measured)
 
 
-def cross_share(fabric, pairs) -> dict:
+def cross_share(fabric, pairs) -> tuple[dict, dict]:
     """leaf -> the share of the host rate its uplink pool gives each cross-leaf flow this round."""
-    out_n, in_n = {}, {}
+    out_n: dict = {}
+    in_n: dict = {}
     for a, b in pairs:
         la, lb = fabric.leaf_of(a), fabric.leaf_of(b)
         if la != lb:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from ..errors import UsageError
 from ..printable import escape
@@ -110,6 +111,7 @@ def check_tree(doc, what: str, path: str) -> None:
     stack = [(doc, 1)]
     while stack:
         obj, depth = stack.pop()
+        items: Iterable
         if isinstance(obj, dict):
             items = obj.values()
         elif isinstance(obj, list):

@@ -143,7 +143,7 @@ class StreamingWriter:
             raise
         self.meta = dict(doc, records_file=self.stream.name)
         self.meta.pop("results", None)
-        self.records = []
+        self.records: list = []
         self.written = 0
         self._header()
         for r in records:
@@ -385,13 +385,14 @@ def _fast_schema_check():
 def explain_schema_error(doc, path, fast, offset=0) -> None:
     """The first schema error as one UsageError naming the record (fastjsonschema's report);
     offset: the index of doc["results"][0] in the whole document (a streamed batch)."""
-    from fastjsonschema import JsonSchemaException
+    from fastjsonschema import JsonSchemaValueException
 
     try:
         _schema_check()(doc)
-    except JsonSchemaException as exc:
-        rule = exc.message[len(exc.name):].strip() if exc.message.startswith(exc.name) else exc.message
-        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(exc.name, offset)}"
+    except JsonSchemaValueException as exc:
+        name = exc.name or ""
+        rule = exc.message[len(name):].strip() if exc.message.startswith(name) else exc.message
+        raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(name, offset)}"
                          f"{rule} (got {_short(exc.value)}; see docs/reliability.md)") from None
     if fast is not None:       # the two libraries read a corner of JSON Schema differently: refuse
         err = next(iter(fast.iter_errors(doc)))

@@ -21,7 +21,7 @@ RENAMED = {"algbw": "algbw_gbs", "busbw": "busbw_gbs", "bw_peak": "bw_peak_gbs"}
 def flat(rec: dict) -> dict:
     """One record as FIELDS (values as measured, not rounded; missing ones None)."""
     out = {RENAMED.get(k, k): v for k, v in rec.items() if RENAMED.get(k, k) in FIELDS}
-    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    lat = rec["latency_us"] if isinstance(rec.get("latency_us"), dict) else {}
     out.update({f"lat_{k}_us": lat.get(k) for k in LATENCY})
     return {f: out.get(f) for f in FIELDS}
 

@@ -46,10 +46,10 @@ class Target:
         folder, self.name = os.path.split(os.path.abspath(self.path))
         self.folder = folder
         try:
-            self.dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self.dfd: int | None = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise UsageError(f"cannot write '{self.path}': folder '{folder}': {exc.strerror}") from None
-        self._lock_fd = None
+        self._lock_fd: int | None = None
         try:
             name_max = os.fpathconf(self.dfd, "PC_NAME_MAX")
         except OSError:
@@ -109,7 +109,7 @@ class Target:
             if sync:
                 os.fsync(fd)
             os.close(fd)
-            fd = None
+            fd = None  # type: ignore[assignment]  # closed: the handler below must not close it again
             os.replace(tmp, self.name, src_dir_fd=self.dfd, dst_dir_fd=self.dfd)
         except BaseException:
             if fd is not None:
@@ -285,7 +285,8 @@ def read_bounded(path: str, what: str, limit: int = MAX_READ) -> bytes:
         os.close(fd)
         raise UsageError(f"'{path}' is {kind}, not a {what}: give a regular file")
     f = os.fdopen(fd, "rb")
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     with f:
         try:
             while True:

@@ -79,7 +79,7 @@ class RecordStream:
 
     def close(self) -> None:
         if self._fd is not None:
-            fd, self._fd = self._fd, None
+            fd, self._fd = self._fd, None  # type: ignore[assignment]
             try:
                 os.fsync(fd)
             finally:
@@ -150,7 +150,7 @@ def side_path(doc: dict, doc_path: str) -> str:
     """The path of a document's records file (its name checked)."""
     name = doc.get(KEY)
     check_name(name, doc_path)
-    return os.path.join(os.path.dirname(os.path.abspath(doc_path)), name)
+    return os.path.join(os.path.dirname(os.path.abspath(doc_path)), str(name))  # a str: checked
 
 
 def open_regular(path: str, doc_path: str) -> int:

@@ -36,7 +36,7 @@ from operator import itemgetter
 try:        # 2-3x json's speed on the records (an optional dependency: json without it)
     from orjson import loads as _fast_loads
 except ImportError:
-    _fast_loads = json.loads
+    _fast_loads = json.loads  # type: ignore[assignment]
 
 from ..errors import UsageError
 from .doclimits import loads_json, may_hold_unprintable, printable

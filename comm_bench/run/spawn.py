@@ -107,7 +107,7 @@ class _Lines:
 
     def __init__(self, procs, hold_all: bool = False):
         self.hold_all = hold_all  # mpirun: its notices span lines; the cause is read from them
-        self.held = [[] for _ in procs]
+        self.held: list[list] = [[] for _ in procs]
         self._buf = [b"" for _ in procs]
         self._fds = [p.stderr for p in procs]
         for f in self._fds:

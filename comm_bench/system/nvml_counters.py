@@ -87,7 +87,7 @@ def _nvlinks(nv, h) -> dict:
             if link == 0:
                 return {"supported": False, "links_up": 0, "links": []}
             continue
-        entry = {"link": link, "up": bool(state)}
+        entry: dict = {"link": link, "up": bool(state)}
         if state:
             up += 1
             code = _try(nv.nvmlDeviceGetNvLinkVersion, h, link)
@@ -97,7 +97,7 @@ def _nvlinks(nv, h) -> dict:
                 rid = remote.busId.decode() if isinstance(remote.busId, bytes) else remote.busId
                 entry["remote_bus_id"] = normalize_bus_id(rid)
         links.append(entry)
-    out = {"supported": True, "links_up": up, "links": [x for x in links if x["up"]]}
+    out: dict = {"supported": True, "links_up": up, "links": [x for x in links if x["up"]]}
     versions = {x.get("version") for x in out["links"]}
     if len(versions) == 1:
         out["version"] = versions.pop()
@@ -190,12 +190,13 @@ def counters(bus_id: str) -> dict:
     h = _handle(nv, bus_id)
     if h is None:
         return {}
-    out = {}
+    out: dict = {}
     tx = _field(nv, h, getattr(nv, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", None))
     rx = _field(nv, h, getattr(nv, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", None))
     if tx is not None and rx is not None:
         out["pcie_tx"], out["pcie_rx"] = int(tx), int(rx)
-    ntx = nrx = None
+    ntx: int | None = None
+    nrx: int | None = None
     for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
         if not _try(nv.nvmlDeviceGetNvLinkState, h, link):
             continue

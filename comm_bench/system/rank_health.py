@@ -37,11 +37,11 @@ def _cuda_index_to_nvml(n: int):
 
 def targets(described) -> dict:
     """{"gpu": (bus_id, index)} and/or {"nic": (device, port)} from a rank's describe()."""
-    d = described if isinstance(described, dict) else {}
-    out = {}
-    gpu = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
+    d: dict = described if isinstance(described, dict) else {}
+    out: dict = {}
+    gpu = d["gpu"] if isinstance(d.get("gpu"), dict) else {}
     bus = gpu.get("pci_bus_id") or (gpu.get("nvml") or {}).get("bus_id")
-    dev = d.get("device") if isinstance(d.get("device"), str) else ""
+    dev = d["device"] if isinstance(d.get("device"), str) else ""
     if bus:
         out["gpu"] = (bus, None)
     elif dev.startswith("cuda:") and dev[5:].isdigit():

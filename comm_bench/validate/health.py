@@ -242,7 +242,8 @@ def problems(doc) -> list:
     """Every health problem the blocks show, per rank."""
     blocks = list(readings(doc))
     run_s = _run_s(doc)
-    peers_up, rates = {}, {}
+    peers_up: dict = {}
+    rates: dict = {}
     for _, _, h in blocks:
         for side in ("before", "after"):
             g = _d(_d(h.get("gpu")).get(side))

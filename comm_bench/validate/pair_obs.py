@@ -298,12 +298,13 @@ class Observations:
                 keep = s != d
                 s, d, v, u, li = s[keep], d[keep], v[keep], u[keep], li[keep]
             inst.append((s, d, u))
-            first, links_of = {}, {}      # class -> its first record, its links
+            first: dict = {}      # class -> its first record, its links
+            links_of: dict = {}
             for link, at in zip(*(x.tolist() for x in np.unique(li, return_index=True))):
                 cls = self.links[link][0]
                 first[cls] = min(first.get(cls, at), at)
                 links_of.setdefault(cls, []).append(link)
-            for cls in sorted(first, key=first.get):      # classes in the order first measured
+            for cls in sorted(first, key=lambda c: first[c]):      # classes in the order first measured
                 m = np.isin(li, links_of[cls])
                 keys.append((op, size, cls))
                 parts.append(_pairs(s[m], d[m], v[m], li[m]))

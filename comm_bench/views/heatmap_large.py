@@ -58,12 +58,12 @@ def build(doc, op=None, bins=MAX_BINS) -> Aggregate:
     src = np.fromiter((r["src"] for r in recs), int, len(recs))
     dst = np.fromiter((r["dst"] for r in recs), int, len(recs))
     val = np.fromiter((measured_gbs(r) for r in recs), float, len(recs))
-    cls_theo = {}
+    cls_theo: dict = {}
     cls = []
     for r in recs:      # one lookup per distinct (class, rate); classify is cached per end
         c = lm.classify(r["src"], r["dst"], r)
         cls.append(cls_theo.setdefault(c, len(cls_theo)))
-    cls = np.asarray(cls)
+    cls = np.asarray(cls)  # type: ignore[assignment]
     util = np.empty(len(recs))
     relative = []
     for (c, theo), i in cls_theo.items():
@@ -84,7 +84,8 @@ def build(doc, op=None, bins=MAX_BINS) -> Aggregate:
     per_node[np.isinf(per_node)] = np.nan
     switch = switch_of(doc)
     names = sorted(set(switch.values()), key=_natural)
-    sw_med = sw_min = None
+    sw_med: np.ndarray | None = None
+    sw_min: np.ndarray | None = None
     if names:
         index = {s: i for i, s in enumerate(names)}
         of = np.array([index.get(switch.get(lm.host(r)), -1) for r in range(n)])

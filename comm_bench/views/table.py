@@ -201,7 +201,7 @@ def matrix(records, n: int, mode: str = "bw", wide: bool = False) -> list:
     if 6 + width * n > WIDTH and not wide:
         return [f"# the {what} matrix of {n} ranks is wider than {WIDTH} columns: --wide prints it"]
     size = (min if lat else max)(r["size"] for r in pairs)
-    cells = {}
+    cells: dict = {}
     for r in pairs:
         if r["size"] == size:
             cells.setdefault((r["src"], r["dst"]), []).append(value(r))
