@@ -11,7 +11,7 @@ MAX_BYTES = 1 << 50  # beyond any host's memory; keeps byte counts in 64-bit nat
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
-def parse_size(text, what: str = "size") -> int:
+def parse_size(text: object, what: str = "size") -> int:
     m = _SIZE.match(str(text))
     if not m:
         raise UsageError(f"{what} '{text}' is not a size: use bytes with an optional K, M or G "
@@ -55,7 +55,7 @@ def size_range(minbytes, maxbytes, stepfactor=2.0) -> list:
     return out
 
 
-def human_size(n):
+def human_size(n: int) -> str:
     """A short label for tables and panels (1536 -> "1.5K", 8 -> "8B")."""
     for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= f and n % (f // 1024 or 1) == 0:

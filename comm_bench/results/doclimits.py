@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..errors import UsageError
 from ..printable import escape
@@ -21,7 +22,7 @@ def too_deep(what: str, path: str) -> UsageError:
                       f"{MAX_DEPTH} levels): not a document comm-bench wrote")
 
 
-def json_int(what: str, path: str):
+def json_int(what: str, path: str) -> Callable[[str], int]:
     """A json.loads parse_int that refuses whole numbers too large for a float or 64 bits."""
     def parse(text: str) -> int:
         if len(text) > MAX_INT_DIGITS and len(text.lstrip("-")) > MAX_INT_DIGITS:
@@ -36,19 +37,19 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u
 _MAY_HOLD = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
-def may_hold_unprintable(text) -> bool:
+def may_hold_unprintable(text: str | bytes) -> bool:
     """Cheap: False where the JSON text cannot hold a string printable() would change."""
     if isinstance(text, str):
         return "\\" in text or _UNPRINTABLE.search(text) is not None
     return _MAY_HOLD.search(text) is not None
 
 
-def printable(doc):
+def printable(doc: Any) -> Any:
     """`doc` with every string (keys too) holding control characters, bidirectional overrides
     or unpaired surrogates written as their \\uXXXX escapes: a host name is then the same text
     in every output (terminal, HTML, PNG, Prometheus) and can neither drive a terminal nor
     fail to encode (issue 44). Walked without recursion; changed in place where it can be."""
-    def fix(v):
+    def fix(v: Any) -> Any:
         return escape(v) if isinstance(v, str) and _UNPRINTABLE.search(v) else v
     if not isinstance(doc, (dict, list)):
         return fix(doc)
@@ -74,7 +75,7 @@ def printable(doc):
     return doc
 
 
-def loads_json(text: str, what: str, path: str, walk: bool = True, **hooks):
+def loads_json(text: str | bytes, what: str, path: str, walk: bool = True, **hooks: Any) -> Any:
     """json.loads, with too deep nesting and too large numbers one UsageError. walk=False
     for results documents (100,000s of records): their integers are checked as they are
     parsed, and their depth is bounded by the parser's own recursion limit (~1000), which
@@ -94,7 +95,7 @@ def loads_json(text: str, what: str, path: str, walk: bool = True, **hooks):
     return doc
 
 
-def loads_yaml(text, what: str, path: str):
+def loads_yaml(text: str, what: str, path: str) -> Any:
     """yaml.safe_load, with too deep nesting and too large numbers one UsageError."""
     import yaml
     try:
@@ -105,13 +106,13 @@ def loads_yaml(text, what: str, path: str):
     return doc
 
 
-def check_tree(doc, what: str, path: str) -> None:
+def check_tree(doc: Any, what: str, path: str) -> None:
     """UsageError if `doc` nests deeper than MAX_DEPTH or holds an integer of more than
     MAX_INT_DIGITS digits (walked without recursion)."""
     stack = [(doc, 1)]
     while stack:
         obj, depth = stack.pop()
-        items: Iterable
+        items: Iterable[Any]
         if isinstance(obj, dict):
             items = obj.values()
         elif isinstance(obj, list):
@@ -128,7 +129,7 @@ def check_tree(doc, what: str, path: str) -> None:
                 raise _too_large(what, path, str(v))
 
 
-def _too_large(what, path, text) -> UsageError:
+def _too_large(what: str, path: str, text: str) -> UsageError:
     shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
     return UsageError(f"{what} '{path}' holds the number {shown}, too large for comm-bench "
                       f"(at most {MAX_INT_DIGITS} digits)")

@@ -21,6 +21,8 @@ import socket
 import uuid
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from .. import __version__
 from .doclimits import loads_json
@@ -48,14 +50,14 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def environment() -> dict:
+def environment() -> dict[str, Any]:
     env = {k: v for k, v in sorted(os.environ.items())
            if k.startswith(ENV_PREFIXES) and k not in PRIVATE_ENV and k != OUTPUT_CLAIMED_ENV}
     return {"variables": env, "python": sys.version.split()[0], "platform": platform.platform(),
             "libraries": library_versions()}
 
 
-def library_versions() -> dict:
+def library_versions() -> dict[str, Any]:
     from importlib import metadata
 
     out = {}
@@ -86,7 +88,8 @@ class ResultsWriter:
     """Rank 0's results file: the document in memory, written whole after each record.
     keep: an earlier run's document at `path` is kept, this one goes to self.path (numbered)."""
 
-    def __init__(self, path: str, doc: dict, force: bool = False, records=(), keep: bool = False):
+    def __init__(self, path: str, doc: dict[str, Any], force: bool = False, records: Iterable[dict[str, Any]] = (),
+                 keep: bool = False) -> None:
         self._target = output_target(path, force, keep)
         self.path = self._target.path
         self.meta = dict(doc)
@@ -102,7 +105,7 @@ class ResultsWriter:
         if self._size < BIG_DOCUMENT or time.monotonic() - self._last >= 1.0:
             self._write()
 
-    def close(self, status: str = "ok", failure: dict | None = None) -> None:
+    def close(self, status: str = "ok", failure: dict[str, Any] | None = None) -> None:
         if self._target.dfd is None:
             return  # closed already (a failure after a failed final write)
         self.meta.update(status=status, failure=failure, finished=now_iso())
@@ -132,7 +135,8 @@ class StreamingWriter:
     itself (header only) is replaced just at the start and the end, so a 3-million-record
     run never rewrites gigabytes. records: the serialised records, for the confirm phase."""
 
-    def __init__(self, path: str, doc: dict, force: bool = False, records=(), keep: bool = False):
+    def __init__(self, path: str, doc: dict[str, Any], force: bool = False, records: Iterable[dict[str, Any]] = (),
+                 keep: bool = False) -> None:
         self._target = output_target(path, force, keep)
         self.path = path = self._target.path       # the records file follows a numbered name
         try:
@@ -143,13 +147,13 @@ class StreamingWriter:
             raise
         self.meta = dict(doc, records_file=self.stream.name)
         self.meta.pop("results", None)
-        self.records: list = []
+        self.records: list[Any] = []
         self.written = 0
         self._header()
         for r in records:
             self.append(r)
 
-    def _header(self, sync=False):
+    def _header(self, sync: bool = False) -> None:
         write_header(self._target, self.path, dict(self.meta, results=[]), sync=sync)   # full disk: in place
 
     def append(self, record: dict) -> None:
@@ -158,7 +162,7 @@ class StreamingWriter:
         self.records.append(line)
         self.written += 1
 
-    def close(self, status: str = "ok", failure: dict | None = None) -> None:
+    def close(self, status: str = "ok", failure: dict[str, Any] | None = None) -> None:
         if self._target.dfd is None:
             return
         self.meta.update(status=status, failure=failure, finished=now_iso())
@@ -238,7 +242,7 @@ def _written_by_us(target: Target, size: int) -> bool:
     return bool(_OURS_TAIL.search(tail))
 
 
-def finalize(path: str, status: str, failure: dict | None = None, authoritative: bool = False) -> None:
+def finalize(path: str, status: str, failure: dict[str, Any] | None = None, authoritative: bool = False) -> None:
     """Set the final status of a results file (also used after a rank died).
 
     The first failure a rank records stands, unless `authoritative` (the local
@@ -268,29 +272,29 @@ def finalize(path: str, status: str, failure: dict | None = None, authoritative:
         target.close()
 
 
-def _not_a_number(text):
+def _not_a_number(text: str) -> str:
     return f"{text} (not a finite number)"
 
 
-def _float(text):
+def _float(text: str) -> float | str:
     v = float(text)
     return v if math.isfinite(v) else _not_a_number(text)
 
 
-def _no_repeated_keys(path):
+def _no_repeated_keys(path: str) -> Callable[[list[tuple[Any, Any]]], dict[Any, Any]]:
     """A key given twice (two 'results' lists: json keeps the last) makes the document ambiguous."""
-    def build(pairs):
+    def build(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
         obj = dict(pairs)
         if len(obj) != len(pairs):
-            seen = set()
-            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            seen: set[Any] = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
             raise UsageError(f"'{path}' is not a valid comm-bench results document: the key {key!r} "
                              "appears twice in one object (which one counts is ambiguous)")
         return obj
     return build
 
 
-def load(path: str) -> dict:
+def load(path: str) -> dict[str, Any]:
     """Read and check a results file; one clear UsageError if it is missing, unreadable,
     too large, not ours or not valid against the schema (naming the record)."""
     data = read_bounded(path, "results file")
@@ -309,10 +313,10 @@ def load(path: str) -> dict:
         check_document(doc, path)
     if len(doc["results"]) >= LARGE_READ:
         gc.freeze()      # read once and kept: out of the collector's later scans
-    return doc
+    return doc  # type: ignore[no-any-return]  # a dict: check_document refuses anything else
 
 
-def load_measured(path: str) -> dict:
+def load_measured(path: str) -> dict[str, Any]:
     """load, for the readers: a document with no records has nothing to show or check (a
     sweep stopped before its first size finished): one UsageError, exit 2, in every command.
     (`sweep --resume` reads such a document with load: it continues it.)"""
@@ -327,7 +331,7 @@ def load_measured(path: str) -> dict:
 
 
 @contextlib.contextmanager
-def collector_paused():
+def collector_paused() -> Iterator[None]:
     """A large document is millions of small objects without cycles: the cyclic garbage
     collector would scan them again and again while they are built and each time the
     reader allocates afterwards (a third of validate's time at 1,024 ranks). Paused while
@@ -344,14 +348,14 @@ def collector_paused():
 
 
 @functools.lru_cache(maxsize=1)
-def _schema_check():
+def _schema_check() -> Callable[[Any], Any]:
     import fastjsonschema  # compiled once: fast enough for 100,000s of records
 
     with open(SCHEMA_PATH, encoding="utf-8") as f:
         return fastjsonschema.compile(json.load(f))
 
 
-def check_document(doc, path: str = "results") -> None:
+def check_document(doc: dict[str, Any], path: str = "results") -> None:
     """A results document this version reads, or one clear UsageError naming what is wrong."""
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) \
             or doc.get("tool", "comm-bench") != "comm-bench":
@@ -371,7 +375,7 @@ def check_document(doc, path: str = "results") -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _fast_schema_check():
+def _fast_schema_check() -> Any:
     """jsonschema-rs (compiled): 16x fastjsonschema on 137,000 records, so a valid document,
     the usual case, is accepted in 0.2 s; None where it is not installed."""
     try:
@@ -382,7 +386,7 @@ def _fast_schema_check():
         return jsonschema_rs.validator_for(json.load(f))
 
 
-def explain_schema_error(doc, path, fast, offset=0) -> None:
+def explain_schema_error(doc: dict[str, Any], path: str, fast: Any, offset: int = 0) -> None:
     """The first schema error as one UsageError naming the record (fastjsonschema's report);
     offset: the index of doc["results"][0] in the whole document (a streamed batch)."""
     from fastjsonschema import JsonSchemaValueException

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from ..errors import UsageError
 from ..sizes import parse_size
@@ -18,7 +20,7 @@ FIELDS = (["transport", "op", "mode", "pattern", "size", "count", "dtype", "redo
 RENAMED = {"algbw": "algbw_gbs", "busbw": "busbw_gbs", "bw_peak": "bw_peak_gbs"}
 
 
-def flat(rec: dict) -> dict:
+def flat(rec: dict[str, Any]) -> dict[str, Any]:
     """One record as FIELDS (values as measured, not rounded; missing ones None)."""
     out = {RENAMED.get(k, k): v for k, v in rec.items() if RENAMED.get(k, k) in FIELDS}
     lat = rec["latency_us"] if isinstance(rec.get("latency_us"), dict) else {}
@@ -26,26 +28,27 @@ def flat(rec: dict) -> dict:
     return {f: out.get(f) for f in FIELDS}
 
 
-def csv_rows(records):
+def csv_rows(records: Iterable[dict[str, Any]]) -> Iterator[list[Any]]:
     yield list(FIELDS)
     for rec in records:
         yield ["" if v is None else v for v in flat(rec).values()]
 
 
-def jsonl_lines(records):
+def jsonl_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
     for rec in records:
         yield json.dumps(rec, separators=(",", ":"))
 
 
 # ----------------------------------------------------------------------------- filters
-def _pair(text):
+def _pair(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*(?:->|-|,|:)\s*(\d+)\s*", text)
     if not m:
         raise UsageError(f"--pair '{text}' is not a pair: use SRC->DST, e.g. 0->3 (comma separated)")
     return int(m.group(1)), int(m.group(2))
 
 
-def select(records, ops=None, sizes=None, pairs=None):
+def select(records: Iterable[dict[str, Any]], ops: str | None = None, sizes: str | None = None,
+           pairs: str | None = None) -> list[dict[str, Any]]:
     """The records of the given ops, sizes (K/M/G) and src->dst pairs (comma separated
     strings, each None for all)."""
     want_ops = {o.strip() for o in ops.split(",") if o.strip()} if ops else None
@@ -58,7 +61,7 @@ def select(records, ops=None, sizes=None, pairs=None):
 
 
 # ----------------------------------------------------------------------------- OpenMetrics
-def openmetrics(doc, records) -> bytes:
+def openmetrics(doc: dict[str, Any], records: Iterable[dict[str, Any]]) -> bytes:
     """The records as OpenMetrics gauges in base units (bytes/s, seconds), one series per
     record, labelled with what identifies it."""
     Gauge, generate_latest, reg = _prometheus()
@@ -85,10 +88,10 @@ def openmetrics(doc, records) -> bytes:
         for stat, v in (rec.get("latency_us") or {}).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 lat.labels(*labels, stat).set(v * 1e-6)
-    return generate_latest(reg)
+    return bytes(generate_latest(reg))
 
 
-def _prometheus():
+def _prometheus() -> tuple[Any, Any, Any]:
     """(Gauge, generate_latest, a fresh registry), or the one line saying what to install."""
     try:
         from prometheus_client import CollectorRegistry, Gauge
@@ -99,7 +102,7 @@ def _prometheus():
     return Gauge, generate_latest, CollectorRegistry()
 
 
-def run_time(doc):
+def run_time(doc: dict[str, Any]) -> float | None:
     """The run's end time in Unix seconds: `finished`, else `started` (a run still going or
     killed); None when neither is an ISO 8601 time. A time without a zone is UTC (now_iso)."""
     import datetime as dt
@@ -113,7 +116,7 @@ def run_time(doc):
     return None
 
 
-def _run_timestamp(Gauge, reg, doc, command):
+def _run_timestamp(Gauge: Any, reg: Any, doc: dict[str, Any], command: str) -> None:
     """comm_bench_run_timestamp_seconds: an alert on time() minus it finds stale results. The
     command label keeps report's and validate's files apart in one textfile folder (node_exporter
     refuses one series read from two files)."""
@@ -124,7 +127,8 @@ def _run_timestamp(Gauge, reg, doc, command):
             .labels(command, str(doc.get("transport")), str(doc.get("world_size"))).set(t)
 
 
-def verdict_openmetrics(doc, status, findings, hosts) -> bytes:
+def verdict_openmetrics(doc: dict[str, Any], status: str, findings: int,
+                        hosts: Iterable[tuple[str, list[Any]]]) -> bytes:
     """validate's verdict as OpenMetrics gauges: the run's end time, pass or not, its findings,
     and per node (hosts: [(node, findings of it)]) 1 if no finding names it, and how many do."""
     Gauge, generate_latest, reg = _prometheus()
@@ -143,15 +147,16 @@ def verdict_openmetrics(doc, status, findings, hosts) -> bytes:
     for node, fs in hosts:
         ok.labels(node, *ident).set(0 if fs else 1)
         count.labels(node, *ident).set(len(fs))
-    return generate_latest(reg)
+    return bytes(generate_latest(reg))
 
 
-def write_prometheus(doc, records, path):
+def write_prometheus(doc: dict[str, Any], records: Iterable[dict[str, Any]], path: str) -> None:
     """Written whole, then renamed (safefile): the textfile collector never reads half a file."""
     from .safefile import write_file
     write_file(path, openmetrics(doc, records), "--prometheus")
 
 
-def write_verdict_prometheus(doc, status, findings, hosts, path):
+def write_verdict_prometheus(doc: dict[str, Any], status: str, findings: int,
+                             hosts: Iterable[tuple[str, list[Any]]], path: str) -> None:
     from .safefile import write_file
     write_file(path, verdict_openmetrics(doc, status, findings, hosts), "--prometheus")

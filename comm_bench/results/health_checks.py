@@ -7,6 +7,8 @@ Format: comm_bench/system/rank_health.py, gpu_health.py, rdma_health.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from ..errors import UsageError
 
@@ -14,23 +16,23 @@ MAX_TEXT = 256
 MAX_ITEMS = 1024
 
 
-def _count(v):       # a counter or a setting that cannot be negative
+def _count(v: Any) -> bool:       # a counter or a setting that cannot be negative
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _number(v):
+def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _nonneg(v):
+def _nonneg(v: Any) -> bool:
     return _number(v) and v >= 0
 
 
-def _text(v):
+def _text(v: Any) -> bool:
     return isinstance(v, str) and len(v) <= MAX_TEXT and v.isprintable()
 
 
-def _flag(v):
+def _flag(v: Any) -> bool:
     return isinstance(v, bool)
 
 
@@ -63,12 +65,12 @@ NIC = {
 BLOCK = {"gpu": {"before": GPU, "after": GPU}, "nic": {"before": NIC, "after": NIC}, "error": TEXT}
 
 
-def _short(v) -> str:
+def _short(v: object) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _walk(value, spec, where, fail):
+def _walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoReturn]) -> None:
     if value is None:            # any field may be absent or null: the GPU did not say
         return
     if isinstance(spec, tuple):
@@ -93,9 +95,9 @@ def _walk(value, spec, where, fail):
         _walk(item, sub, f"{where}.{key}", fail)
 
 
-def check(doc, path: str = "results") -> None:
+def check(doc: dict[str, Any], path: str = "results") -> None:
     """UsageError (one line) at the first malformed field of any rank's health block."""
-    def fail(where, what, value):
+    def fail(where: str, what: str, value: Any) -> NoReturn:
         raise UsageError(f"'{path}' is not a valid comm-bench results document: {where} must be {what} "
                          f"(got {_short(value)}; a health block is read as untrusted input)")
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from itertools import repeat
 from operator import itemgetter
+from typing import Any
 
 from ..errors import UsageError
 
@@ -36,12 +38,12 @@ NAME_FIELDS = ("transport", "op", "mode", "pattern", "dtype", "redop", "src_host
 MAX_NAME = 1024     # characters of a name (a host name is at most 253): a 1 MiB one is a damaged document
 
 
-def _short(value) -> str:
+def _short(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _within(col, lo, hi) -> bool:
+def _within(col: list[Any], lo: float, hi: float) -> bool:
     """Every value of a column a number in [lo, hi] (None reads as NaN: not within)."""
     import numpy as np
     a = np.array(col, dtype=float)
@@ -51,7 +53,7 @@ def _within(col, lo, hi) -> bool:
 _LATENCY_ROW = itemgetter(*LATENCY_FIGURES, "stdev")
 
 
-def _latencies_ok(col) -> bool:
+def _latencies_ok(col: list[Any]) -> bool:
     """Every record's latency_us holds all its figures, each in range, min <= median <= max."""
     import numpy as np
     a = np.array(list(map(_LATENCY_ROW, col)), dtype=float)
@@ -61,21 +63,21 @@ def _latencies_ok(col) -> bool:
                 and ((lo <= med) & (med <= mx)).all())
 
 
-def _whole(v) -> bool:
+def _whole(v: Any) -> bool:
     """None or an int written as one (3.0 and 1e300 are floats: not whole numbers here)."""
     return v is None or v.__class__ is int
 
 
-def _name_ok(v) -> bool:
+def _name_ok(v: Any) -> bool:
     return not isinstance(v, str) or len(v) <= MAX_NAME
 
 
-def _num(v):
+def _num(v: Any) -> int | float | None:
     return None if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) else v
 
 
 class RecordChecker:
-    def __init__(self, doc, path, keys=None):
+    def __init__(self, doc: dict[str, Any], path: str, keys: Any = None) -> None:
         from ..ops import DTYPES
         from .records import buffer_label
 
@@ -92,13 +94,13 @@ class RecordChecker:
             raise self.bad(f"rank {rank} appears twice in 'ranks'")
         if listed and self.n is not None and len(listed) != self.n:
             raise self.bad(f"world_size is {self.n} but 'ranks' lists {len(listed)} rank(s)")
-        self.seen = {}      # hash of a record's identity -> its index (a hash: 2M records at 1,024 ranks)
+        self.seen: dict[int, int] = {}      # hash of a record's identity -> its index (a hash: 2M records at 1,024 ranks)
         self.keys = keys    # or the hashes in record order (streaming readers: check_repeats)
 
-    def bad(self, what):
+    def bad(self, what: str) -> UsageError:
         return UsageError(f"'{self.path}' is not a valid comm-bench results document: {what}")
 
-    def _header(self, doc):
+    def _header(self, doc: dict[str, Any]) -> None:
         """The header's whole numbers written as such, its names of a sane length (the schema
         has checked their types otherwise)."""
         fields = [("world_size", doc.get("world_size")), ("schema_version", doc.get("schema_version"))]
@@ -133,9 +135,9 @@ class RecordChecker:
                 if isinstance(r, int) and isinstance(self.n, int) and r >= self.n:
                     raise self.bad(f"hosts[{i}].ranks lists rank {r}, but the run had {self.n} rank(s)")
 
-    def _types(self, i, rec):
+    def _types(self, i: int, rec: dict[str, Any]) -> None:
         """A record's integer fields hold ints, its names are of a sane length."""
-        get = rec.get
+        get: Callable[[str], Any] = rec.get
         if float not in set(map(type, map(get, INTEGER_FIELDS))) and "requested_sizes" not in rec and \
                 max(map(len, filter(str.__instancecheck__, map(get, NAME_FIELDS))), default=0) <= MAX_NAME:
             return      # the usual record, at C speed
@@ -151,7 +153,7 @@ class RecordChecker:
                 raise self.bad(f"record {i} (results[{i}].{key}) is {len(get(key)):,} characters long "
                                f"(at most {MAX_NAME})")
 
-    def check(self, i, rec):
+    def check(self, i: int, rec: dict[str, Any]) -> None:
         """One record (the schema has checked its types): UsageError naming it, or None."""
         get = rec.get
         self._types(i, rec)
@@ -182,17 +184,17 @@ class RecordChecker:
             self._confirm(i, conf)
         ident = (*map(get, RECORD_IDENTITY), self.buffer_label(rec))
         try:
-            key = hash(ident)
+            h = hash(ident)
         except TypeError:       # a list or object where a scalar belongs: hash its text
-            key = hash(tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in ident))
+            h = hash(tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in ident))
         if self.keys is not None:
-            self.keys.append(key)
+            self.keys.append(h)
             return
-        first = self.seen.setdefault(key, i)
+        first = self.seen.setdefault(h, i)
         if first != i:
             raise self._twice(i, first)
 
-    def check_batch(self, first, recs, cols):
+    def check_batch(self, first: int, recs: list[dict[str, Any]], cols: dict[str, list[Any]] | None) -> None:
         """Records first, first + 1, ... as check() checks them one by one: on columns at C
         speed where the batch holds one set of keys (cols) and every column is as the sweep
         writes it; otherwise, or where a figure is out of range, record by record, so an
@@ -209,7 +211,7 @@ class RecordChecker:
             if self.seen.setdefault(key, first + k) != first + k:
                 raise self._twice(first + k, self.seen[key])
 
-    def _column_keys(self, recs, cols):
+    def _column_keys(self, recs: list[dict[str, Any]], cols: dict[str, list[Any]]) -> list[int] | None:
         """The records' identity hashes where every check holds on the columns, else None."""
         import numpy as np      # here, not at the top: a sweep of host transports never imports numpy
 
@@ -228,7 +230,7 @@ class RecordChecker:
                 if col is not None and str in set(map(type, col)) and \
                         max(map(len, filter(str.__instancecheck__, col))) > MAX_NAME:
                     return None
-            ranks = {}
+            ranks: dict[str, Any] = {}
             for key in ("src", "dst", "root"):
                 col = get(key)
                 if col is not None and col.count(None) != n:
@@ -254,11 +256,11 @@ class RecordChecker:
         except (TypeError, ValueError, KeyError, OverflowError):     # a column not all numbers/scalars
             return None
 
-    def _twice(self, i, first):
+    def _twice(self, i: int, first: int) -> UsageError:
         return self.bad(f"record {i} (results[{i}]) measures what record {first} measured (same "
                         f"{', '.join(RECORD_IDENTITY)}): a record given twice")
 
-    def check_repeats(self):
+    def check_repeats(self) -> None:
         """keys mode, after the last record: the first record that repeats an earlier one."""
         import numpy as np
 
@@ -273,10 +275,10 @@ class RecordChecker:
         start = np.searchsorted(ks, ks[k])
         raise self._twice(int(order[k]), int(order[start]))
 
-    def _rank(self, i, key, v):
+    def _rank(self, i: int, key: str, v: Any) -> UsageError:
         return self.bad(f"record {i} (results[{i}].{key}) names rank {v}, but the run had {self.n} rank(s)")
 
-    def _rate(self, i, key, v, pair):
+    def _rate(self, i: int, key: str, v: float, pair: bool) -> None:
         """A rate outside [MIN_GBS, MAX_GBS]: refused, except busbw 0 of a collective (a
         1-rank all_reduce's bus factor 2(n-1)/n is 0) and bw_peak 0; a pair's rate never is."""
         where = f"record {i} (results[{i}].{key}) is {v!r}"
@@ -287,7 +289,7 @@ class RecordChecker:
         if v != 0 or key == "algbw" or (pair and key == "busbw"):
             raise self.bad(f"{where} GB/s: a measured rate is at least {MIN_GBS:g} GB/s")
 
-    def _time(self, i, key, v):
+    def _time(self, i: int, key: str, v: float) -> UsageError:
         where = f"record {i} (results[{i}].{key}) is {v!r} us"
         if not math.isfinite(v):
             return self.bad(f"record {i} (results[{i}].{key}) is {v}, not a finite number")
@@ -295,7 +297,7 @@ class RecordChecker:
             return self.bad(f"{where}: a measured time is at least {MIN_US:g} us")
         return self.bad(f"{where}, longer than any run ({MAX_US:g} us)")
 
-    def _latency(self, i, lat):
+    def _latency(self, i: int, lat: dict[str, Any]) -> None:
         for k in LATENCY_FIGURES:
             v = lat.get(k)
             if (v.__class__ is float or v.__class__ is int) and not MIN_US <= v <= MAX_US:
@@ -304,11 +306,11 @@ class RecordChecker:
         if sd is not None and not 0 <= sd <= MAX_US:
             raise self.bad(f"record {i} (results[{i}].latency_us.stdev) is {sd!r}, not 0 to {MAX_US:g} us")
         lo, mid, hi = (_num(lat.get(k)) for k in ("min", "median", "max"))
-        if None not in (lo, mid, hi) and not lo <= mid <= hi:
+        if None not in (lo, mid, hi) and not lo <= mid <= hi:  # type: ignore[operator]
             raise self.bad(f"record {i} (results[{i}].latency_us) has min {lo!r}, median {mid!r}, max {hi!r}: "
                            f"not in that order")
 
-    def _confirm(self, i, conf):
+    def _confirm(self, i: int, conf: dict[str, Any]) -> None:
         """Target ranks of the run (the schema has checked their types and that they are >= 0)."""
         t = conf.get("target") or {}
         for key in ("id", "alt"):

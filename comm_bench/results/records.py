@@ -6,9 +6,14 @@ these from here, so no reader depends on another reader.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..errors import UsageError
 
 
-def number(v):
+def number(v: object) -> float | None:
     """A finite int/float as float, else None (bools and strings are not numbers here)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
@@ -18,7 +23,7 @@ def number(v):
 FIGURES = ("busbw", "algbw", "bw_peak")     # time_us is always there (the schema): not a figure alone
 
 
-def has_figure(rec) -> bool:
+def has_figure(rec: dict[str, Any]) -> bool:
     """A record that measured something: a finite rate, or a latency figure."""
     if type(rec) is not dict:
         return False
@@ -28,18 +33,18 @@ def has_figure(rec) -> bool:
     return type(lat) is dict and any(number(v) is not None for v in lat.values())
 
 
-def no_figures(path: str, count: int):
+def no_figures(path: str, count: int) -> UsageError:
     """The one line for a document whose records hold no measured figure (exit 2)."""
     from ..errors import UsageError
     return UsageError(f"'{path}' holds {count} record(s) but not one measured figure (every rate and "
                       "latency is null): nothing to read; was every size of the sweep refused or failed?")
 
 
-def _measured_keys(doc) -> set:
+def _measured_keys(doc: dict[str, Any]) -> set[tuple[Any, Any, Any]]:
     return {(r.get("op"), r.get("mode", "bw"), r.get("size")) for r in doc.get("results") or [] if has_figure(r)}
 
 
-def nothing_in_common(docs) -> str | None:
+def nothing_in_common(docs: list[tuple[str, dict[str, Any]]]) -> str | None:
     """compare's refusal where it would judge nothing: the line naming the first run (after
     the first) that shares no op, mode and size with a measured figure with the first run,
     or None. docs: [(name, doc)]."""
@@ -49,7 +54,7 @@ def nothing_in_common(docs) -> str | None:
     for name, doc in docs[1:]:
         keys = _measured_keys(doc)
         if not keys & ref_keys:
-            def said(ks):
+            def said(ks: set[tuple[Any, Any, Any]]) -> str:
                 ops = sorted({f"{op}" + ("" if mode == "bw" else f" ({mode})") for op, mode, _ in ks})
                 return ", ".join(map(str, ops[:4])) + (" ..." if len(ops) > 4 else "") or "nothing"
             return (f"'{name}' shares no op, mode and size with '{first}' ({first}: {said(ref_keys)}; "
@@ -79,7 +84,7 @@ def superseded(rec):
     """Why a record's figure came from a method since found wrong (one line), or None.
     Known by what the record holds: the method that replaced it writes a field the old
     one never did. Only a new run corrects such a record."""
-    extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
+    extra = rec["extra"] if isinstance(rec.get("extra"), dict) else {}
     if rec.get("op") == "peer_bidir" and not {"per_direction_gbps", "reverse_direction_of"} & set(extra):
         # before 2026-11-30 one GPU drove both copies (its write and a read of the peer);
         # nvbandwidth's bidirectional figure has both GPUs write to each other at once
@@ -88,7 +93,7 @@ def superseded(rec):
     return None
 
 
-def buffer_label(rec) -> str:
+def buffer_label(rec: dict[str, Any]) -> str:
     """Where a record's buffers lived and how they travelled: "host", or "cuda:LIB/direct" or
     "cuda:LIB/staged" (extra.buffer, transports/_gpu_buffers.py). Records with different
     labels measure different paths: no reader merges or compares them as one link."""
@@ -98,7 +103,7 @@ def buffer_label(rec) -> str:
     return f"{buf.get('kind')}:{buf.get('library')}/{buf.get('path')}"
 
 
-def one_buffer(doc, what: str, more=()) -> str:
+def one_buffer(doc: dict[str, Any], what: str, more: Iterable[str] = ()) -> str:
     """The one buffer label of a document's records (and `more`: those of records a streaming
     reader did not keep), or UsageError where it mixes several (a hand-merged file: a link
     is judged from one path at a time)."""
@@ -111,7 +116,7 @@ def one_buffer(doc, what: str, more=()) -> str:
     return labels[0] if labels else "host"
 
 
-def measured_gbs(rec):
+def measured_gbs(rec: dict[str, Any]) -> float | None:
     """The pair bandwidth of a record (busbw, else algbw), or None. Per direction: a
     bidirectional record (peer_bidir, rdma --bidir) carries its src->dst direction there
     (both directions and their total are in extra), so it compares with a link's
@@ -120,27 +125,27 @@ def measured_gbs(rec):
     return v if v is not None else number(rec.get("algbw"))
 
 
-def median_latency_us(rec):
+def median_latency_us(rec: dict[str, Any]) -> float | None:
     """A --mode lat record's median one-way latency (us), or None."""
-    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    lat = rec["latency_us"] if isinstance(rec.get("latency_us"), dict) else {}
     return number(lat.get("median"))
 
 
-def inverse_latency(rec):
+def inverse_latency(rec: dict[str, Any]) -> float | None:
     """A --mode lat record's speed, 1 / its median one-way latency (per us): the figure the
     confirm phase compares, higher is better as for bandwidth. None where there is none."""
     v = median_latency_us(rec)
     return 1.0 / v if v else None
 
 
-def latency_pair_records(doc):
+def latency_pair_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Latency records of pair patterns (src and dst given, mode lat, a median)."""
     return [r for r in doc.get("results") or [] if type(r) is dict and r.get("mode") == "lat"
             and type(r.get("src")) is int and type(r.get("dst")) is int and type(r.get("size")) is int
             and median_latency_us(r) is not None]
 
 
-def pair_records(doc):
+def pair_records(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Bandwidth records of pair patterns (src and dst given, mode bw). A concurrent
     bidirectional record also measured dst->src: that direction becomes a record of its
     own unless the run measured the reverse pair itself (pairwise patterns do)."""
@@ -153,7 +158,7 @@ def pair_records(doc):
             out.append(rec)
     measured = {(r.get("op"), r["size"], r["src"], r["dst"]) for r in out}
     for rec in list(out):
-        extra = rec.get("extra") if type(rec.get("extra")) is dict else {}
+        extra = rec["extra"] if type(rec.get("extra")) is dict else {}
         per_dir = extra.get("per_direction_gbps")
         back = number(per_dir.get("dst->src")) if type(per_dir) is dict else None
         if back is None or (rec.get("op"), rec["size"], rec["dst"], rec["src"]) in measured:

@@ -19,6 +19,7 @@ import fcntl
 import os
 import secrets
 import stat
+from collections.abc import Callable, Iterable
 
 from ..errors import RunFailed, UsageError
 
@@ -39,7 +40,7 @@ def _kind(mode: int) -> str | None:
 class Target:
     """A file in a folder we hold open: replace it atomically, lock it."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = str(path)
         if not self.path or self.path.endswith(os.sep):
             raise UsageError(f"cannot write '{self.path}': give a file name, not a folder")
@@ -60,7 +61,7 @@ class Target:
                              f"its folder's file system allows {name_max} and comm-bench needs {TMP_EXTRA} "
                              "more for its temporary file: choose a shorter name")
 
-    def lstat(self, name: str | None = None):
+    def lstat(self, name: str | None = None) -> os.stat_result | None:
         """The target's (or a sibling's) own status, links not followed; None if absent."""
         try:
             return os.stat(name or self.name, dir_fd=self.dfd, follow_symlinks=False)
@@ -178,7 +179,7 @@ def numbered(path: str, n: int) -> str:
     return f"{stem}.{n}{ext}"
 
 
-def claim_next_free(path: str, siblings=lambda name: ()) -> Target:
+def claim_next_free(path: str, siblings: Callable[[str], Iterable[str]] = lambda name: ()) -> Target:
     """The first free numbered name of `path` (results.1.json, results.2.json, ...), locked
     for this run: nothing of that name, nor of siblings(name) (files a run writes beside
     it), and no other run holding its lock. The lock is taken before the name is looked
@@ -197,7 +198,7 @@ def claim_next_free(path: str, siblings=lambda name: ()) -> Target:
                      "choose another -o")
 
 
-def write_file(path: str, data, what: str = "file") -> str:
+def write_file(path: str, data: str | bytes, what: str = "file") -> str:
     """Write a whole output file that the user named (an HTML page, a PNG, JUnit XML, an
     OpenMetrics textfile...): atomically, as a regular file only. UsageError (exit 2) for
     a link, folder, device, FIFO or socket at `path`, a missing folder or a failed write."""
@@ -214,7 +215,7 @@ def write_file(path: str, data, what: str = "file") -> str:
     return str(path)
 
 
-def _lock_error(path, name, folder, exc) -> str:
+def _lock_error(path: str, name: str, folder: str, exc: OSError) -> str:
     """Why the lock file could not be opened, and what to do (only a link there can be removed)."""
     if exc.errno == errno.EROFS:
         return (f"cannot write '{path}': the file system {mount_of(path)} is read-only; "
@@ -227,7 +228,7 @@ def _lock_error(path, name, folder, exc) -> str:
     return f"cannot lock '{path}' ({name} in {folder}: {exc.strerror}); choose another -o"
 
 
-def _flock_holder(st):
+def _flock_holder(st: os.stat_result) -> int | None:
     """The pid holding an flock on the file `st` describes, from /proc/locks (best effort)."""
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:

@@ -16,10 +16,15 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunFailed, UsageError
 from .doclimits import json_int, may_hold_unprintable, printable
 from .safefile import MAX_READ, disk_full_error
+
+if TYPE_CHECKING:
+    from .safefile import Target
 
 KEY = "records_file"
 SUFFIX = ".records.jsonl"
@@ -34,7 +39,7 @@ def records_path(doc_path: str) -> str:
 
 
 class RecordStream:
-    def __init__(self, doc_path: str, force: bool = False):
+    def __init__(self, doc_path: str, force: bool = False) -> None:
         self.path = records_path(doc_path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         if force:
@@ -55,10 +60,10 @@ class RecordStream:
     def name(self) -> str:
         return os.path.basename(self.path)
 
-    def append(self, recs) -> None:
+    def append(self, recs: list[dict[str, Any]]) -> None:
         self.append_lines([json.dumps(r, separators=(",", ":")) for r in recs])
 
-    def append_lines(self, lines) -> None:
+    def append_lines(self, lines: list[str]) -> None:
         data = "".join(line + "\n" for line in lines).encode()
         view = memoryview(data)
         try:
@@ -89,7 +94,7 @@ class RecordStream:
 HEADER_SLACK = 1024     # bytes a header is padded with (to a 4 KiB block): room to say "failed" in place
 
 
-def write_header(target, path: str, header: dict, sync: bool = False) -> None:
+def write_header(target: Target, path: str, header: dict[str, Any], sync: bool = False) -> None:
     """A --records jsonl document's header, replaced atomically (target: its safefile.Target),
     padded with blanks to a whole 4 KiB block with HEADER_SLACK to spare. On a full disk
     (ENOSPC, EDQUOT) the atomic replacement has no room for its temporary: the header is
@@ -108,7 +113,7 @@ def write_header(target, path: str, header: dict, sync: bool = False) -> None:
                 RunFailed(f"cannot write results to '{path}': {exc.strerror}; {kept}") from None
 
 
-def _in_place(target, text: bytes) -> bool:
+def _in_place(target: Target, text: bytes) -> bool:
     """`text` over the document's own bytes (no new block: nothing to allocate on a full
     disk), padded to the file's length; False where it does not fit or cannot be written."""
     try:
@@ -132,7 +137,7 @@ def _in_place(target, text: bytes) -> bool:
         os.close(fd)
 
 
-def check_name(name, doc_path: str) -> None:
+def check_name(name: Any, doc_path: str) -> None:
     """UsageError unless records_file is a plain file name (the file beside the document):
     no folder part, no NUL byte, text a file name can hold (no unpaired surrogate)."""
     ok = isinstance(name, str) and name and os.path.basename(name) == name and name not in (".", "..") \
@@ -146,7 +151,7 @@ def check_name(name, doc_path: str) -> None:
         raise UsageError(f"'{doc_path}': {KEY} must name a file beside the document (got {shown})")
 
 
-def side_path(doc: dict, doc_path: str) -> str:
+def side_path(doc: dict[str, Any], doc_path: str) -> str:
     """The path of a document's records file (its name checked)."""
     name = doc.get(KEY)
     check_name(name, doc_path)
@@ -178,7 +183,9 @@ def too_long(doc_path: str, name: str, where: str) -> UsageError:
                       f"({where}): a record is a few KB; the file is damaged or not comm-bench's")
 
 
-def records(doc: dict, doc_path: str, parse_float=float, parse_constant=None, object_pairs_hook=None) -> list:
+def records(doc: dict[str, Any], doc_path: str, parse_float: Callable[[str], Any] = float,
+            parse_constant: Callable[[str], Any] | None = None,
+            object_pairs_hook: Callable[[list[tuple[Any, Any]]], Any] | None = None) -> list[Any]:
     """The document's records from its JSON Lines file, read line by line, each parsed as an
     inline document is (load's hooks: no number past 19 digits, no key twice; nesting past
     the parser's limit refused). UsageError if the name is not a plain file name beside the
@@ -186,7 +193,8 @@ def records(doc: dict, doc_path: str, parse_float=float, parse_constant=None, ob
     holds a line longer than MAX_LINE, or a line (other than a torn last one) is not JSON."""
     path = side_path(doc, doc_path)
     name = os.path.basename(path)
-    out, dropped = [], 0
+    out: list[Any] = []
+    dropped = 0
     fd = open_regular(path, doc_path)
     with os.fdopen(fd, "rb") as f:
         if os.fstat(fd).st_size > MAX_READ:

@@ -30,8 +30,10 @@ import re
 import signal
 import stat
 from array import array
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from operator import itemgetter
+from typing import Any
 
 try:        # 2-3x json's speed on the records (an optional dependency: json without it)
     from orjson import loads as _fast_loads
@@ -66,7 +68,8 @@ _OBJECTS = (("extra",), ("extra", "buffer"), ("extra", "per_direction_gbps"), ("
             ("confirm", "target"))     # where a record holds objects (the schema's record)
 
 
-def read(path: str, consume, stream_from: int | None = None):
+def read(path: str, consume: Callable[[dict[str, Any]], Any],
+         stream_from: int | None = None) -> tuple[dict[str, Any], bool]:
     """(doc, streamed): the document's header with doc["results"] = the records take did
     not keep; streamed False where it was read whole (every record in doc["results"])."""
     stream_from = STREAM_FROM if stream_from is None else stream_from
@@ -96,7 +99,7 @@ class NotInLayout(UsageError):
     after = 0
 
 
-def _stream(path, doc, records, reader):
+def _stream(path: str, doc: dict[str, Any], records: _Records, reader: Any) -> dict[str, Any]:
     """The records read into reader; doc["results"] = those it did not take. A large
     document is read in two halves at once where there are two cores (the second in a
     forked process whose reader is merged into this one after the first half)."""
@@ -121,21 +124,22 @@ class _Part:
     it did not take, the checker's identity hashes, how many records (first: the index of
     the part's first record in the document)."""
 
-    def __init__(self, path, doc, reader, first=0):
+    def __init__(self, path: str, doc: dict[str, Any], reader: Any, first: int = 0) -> None:
         self.path, self.doc, self.reader = path, doc, reader
         self.checker = RecordChecker(doc, path, keys=array("q"))
-        self.kept, self.taken, self.first, self.count = [], 0, first, 0
+        self.kept: list[dict[str, Any]] = []
+        self.taken, self.first, self.count = 0, first, 0
         self.kept_bytes = 0
         self.figures = False        # a record with a measured figure was read
 
-    def read(self, blocks):
+    def read(self, blocks: Iterable[tuple[bytes, bytes]]) -> _Part:
         try:
             return self._read(blocks)
         except NotInLayout as exc:
             exc.after = self.first + self.count
             raise
 
-    def _read(self, blocks):
+    def _read(self, blocks: Iterable[tuple[bytes, bytes]]) -> _Part:
         take, take_columns = self.reader.take, getattr(self.reader, "take_columns", None)
         path, kept = self.path, self.kept
         for recs, size in _chunks(blocks, path, self.first):
@@ -166,7 +170,7 @@ class _Part:
                 raise _too_many(path, f"more than {MAX_TAKEN:,} pair records")
         return self
 
-    def join(self, later):
+    def join(self, later: _Part) -> _Part:
         """This part followed by a later one (read in another process)."""
         self.reader.merge(later.reader)
         self.kept += later.kept
@@ -185,10 +189,12 @@ class _Part:
         return self
 
 
-def _read_halves(path, doc, records, reader, cut):
+def _read_halves(path: str, doc: dict[str, Any], records: _Records, reader: Any, cut: int) -> _Part:
     """The first half read here while a forked process reads the second; its part comes
     back pickled. Where the second half holds an error, it is read again here after the
     first, so the error names the record by its index in the document, as read in order."""
+    rfd: int | None
+    pid: int | None
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:                                    # the second half's process
@@ -196,7 +202,7 @@ def _read_halves(path, doc, records, reader, cut):
         code = 0
         try:
             part = _Part(path, doc, reader).read(records.blocks(start=cut))
-            part.path = part.doc = part.checker.path = None
+            part.path = part.doc = part.checker.path = None  # type: ignore[assignment]
             out = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - said again by the reader in order
             out, code = b"", 1
@@ -219,17 +225,18 @@ def _read_halves(path, doc, records, reader, cut):
             os.waitpid(pid, 0)
     if status != 0 or not data:     # the second half again, here, after the first: as read in order
         return first.read(records.blocks(start=cut))
-    return first.join(pickle.loads(data))
+    second: _Part = pickle.loads(data)
+    return first.join(second)
 
 
-def _cores():
+def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
 
-def columns(recs):
+def columns(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """{key: tuple of the records' values} where every record holds the same keys (two or
     more), else None."""
     if not recs or type(recs[0]) is not dict or len(recs[0]) < 2:
@@ -244,12 +251,12 @@ def columns(recs):
     return dict(zip(keys, zip(*rows)))
 
 
-def _too_many(path, what):
+def _too_many(path: str, what: str) -> UsageError:
     return UsageError(f"'{path}' holds {what}: more than comm-bench keeps in memory; split the "
                       "run's records into several documents")
 
 
-def _source(path, stream_from):
+def _source(path: str, stream_from: int) -> tuple[dict[str, Any], _Records] | None:
     """(header, _Records) of a document to stream, or None: read it whole."""
     try:
         st = os.stat(path)
@@ -279,13 +286,14 @@ def _source(path, stream_from):
     return doc, _Records(jsonl, 0, jsonl=True, doc=doc, of=path)
 
 
-def _header(path):
+def _header(path: str) -> tuple[dict[str, Any], _Records] | None:
     """(header, _Records) of a document in the sweep's layout, or None (read it whole)."""
     try:
         f = open(path, "rb")
     except OSError:
         return None
-    head, size, found = [], 0, False
+    head: list[bytes] = []
+    size, found = 0, False
     for line in f:
         if line.rstrip(b"\r\n") == _RESULTS:
             found = True
@@ -319,17 +327,17 @@ class _Records:
     layout (each line ends in a comma, then the closing ']}') or JSON Lines (a records_file;
     a torn last line is dropped as stream.records does)."""
 
-    def __init__(self, path, start, jsonl, doc, of):
+    def __init__(self, path: str, start: int, jsonl: bool, doc: dict[str, Any], of: str) -> None:
         self.path, self.start, self.jsonl, self.doc, self.of = path, start, jsonl, doc, of
         fd = self._open()
         self.size = os.fstat(fd).st_size - start
         os.close(fd)
 
-    def _open(self):
+    def _open(self) -> int:
         """Only a regular file is read (a FIFO put in its place is refused, never waited on)."""
         return stream.open_regular(self.path, self.of)
 
-    def middle(self):
+    def middle(self) -> int | None:
         """The start of the first line after the middle of the records, or None."""
         with open(self.path, "rb") as f:
             f.seek(self.start + self.size // 2)
@@ -337,7 +345,7 @@ class _Records:
             at = f.tell()
         return at if self.start < at < self.start + self.size else None
 
-    def blocks(self, start=None, stop=None):
+    def blocks(self, start: int | None = None, stop: int | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Blocks of whole record lines from byte start (a line's start) up to stop (the last
         part reads to the end): (the records joined as JSON array items, the block's text)."""
         fd = self._open()
@@ -376,7 +384,7 @@ class _Records:
             raise NotInLayout(f"'{self.of}' is not valid JSON: it ends before its records' closing ']}}' "
                               "(a copy cut short?)")
 
-    def _torn(self, text):
+    def _torn(self, text: bytes) -> bytes:
         last = text.rfind(b"\n") + 1
         try:
             json.loads(text[last:])
@@ -389,14 +397,14 @@ class _Records:
 _CLOSING = re.compile(rb"^[ \t\r\x0b\x0c]*\]", re.MULTILINE)
 
 
-def _closing(text) -> int:
+def _closing(text: bytes) -> int:
     """Where the line that closes the records (']' first on its line) starts, or -1. One
     pass over the text (a line of many ']' was quadratic, looking back for each)."""
     m = _CLOSING.search(text)
     return -1 if m is None else m.start()
 
 
-def _block(text, jsonl):
+def _block(text: bytes, jsonl: bool) -> tuple[bytes, bytes]:
     """(the block's records as JSON array items, its text): the sweep's lines end in a
     comma, JSON Lines do not."""
     body = text.strip()
@@ -407,13 +415,13 @@ def _block(text, jsonl):
     return body, text
 
 
-def _block_lines(text):
+def _block_lines(text: bytes) -> list[bytes]:
     """A block's record lines, each without its trailing comma, blank lines left out."""
     lines = (line.strip() for line in text.split(b"\n"))
     return [s[:-1] if s.endswith(b",") else s for s in lines if s]
 
 
-def _chunks(blocks, path, first=0):
+def _chunks(blocks: Iterable[tuple[bytes, bytes]], path: str, first: int = 0) -> Iterator[tuple[list[Any], int]]:
     """Lists of parsed records, one a block (~CHUNK bytes of text); first: the index of the
     first record in the document."""
     for body, text in blocks:
@@ -422,7 +430,7 @@ def _chunks(blocks, path, first=0):
         yield recs, len(text)
 
 
-def _parse(body, text, first, path):
+def _parse(body: bytes, text: bytes, first: int, path: str) -> list[Any]:
     """One parse for a block of record lines. The fast parse runs with no hooks: where the
     text holds what load's hooks refuse, or more keys than the parsed objects (a key given
     twice), the block is parsed again with load's hooks, line by line, so the error is
@@ -442,7 +450,7 @@ def _parse(body, text, first, path):
     return [_loads(line, path, f"record {first + k}") for k, line in enumerate(_block_lines(text))]
 
 
-def _keys(recs):
+def _keys(recs: list[dict[str, Any]]) -> int:
     """How many keys the records hold, their objects within objects too, counted at C
     speed along the paths where the schema has objects; a key elsewhere (or a path that is
     not an object) makes the count differ from the text's, and the batch is parsed again."""
@@ -455,7 +463,7 @@ def _keys(recs):
     return n
 
 
-def _loads(text, path, where=None):
+def _loads(text: bytes, path: str, where: str | None = None) -> Any:
     try:
         return loads_json(text.decode("utf-8"), "results file", path, walk=where is None,
                           parse_constant=D._not_a_number, parse_float=D._float,
@@ -468,7 +476,7 @@ def _loads(text, path, where=None):
 
 
 @functools.lru_cache(maxsize=1)
-def _records_schema():
+def _records_schema() -> Any:
     """The schema's record definition, for a list of records (jsonschema_rs; None without it)."""
     try:
         import jsonschema_rs
@@ -480,7 +488,7 @@ def _records_schema():
                                         "definitions": schema["definitions"]})
 
 
-def _check_schema(doc, recs, first, path):
+def _check_schema(doc: dict[str, Any], recs: list[dict[str, Any]], first: int, path: str) -> None:
     """The schema's verdict on a batch of records; its first error names the record."""
     fast = _records_schema()
     if fast is not None and fast.is_valid(recs):
