@@ -11,13 +11,15 @@ beyond the tolerance that the tests do not support is "within noise": listed, no
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, judge, judged_figure, summarise, summarise_group
 from ..sizes import human_size
 from .finding_kinds import finding, status
 from .rules import parse_size
 
 
-def _what(key, now, old, c):
+def _what(key: tuple[Any, ...], now: dict[Any, Any], old: dict[Any, Any], c: float) -> tuple[str, str]:
     op, mode, size, _buffer = key
     figure = judged_figure(mode)
     unit, what = ("GB/s", "busbw") if figure == "busbw" else ("us", "median latency")
@@ -25,13 +27,16 @@ def _what(key, now, old, c):
                     f"{old[key][figure]:.3g} {unit} in the baseline ({c * 100:+.1f}%")
 
 
-def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M", confidence=DEFAULT_CONFIDENCE):
+def regressions(doc: dict[str, Any], base: dict[str, Any] | list[dict[str, Any]], tolerance: float = DEFAULT_TOLERANCE,
+                min_size: int | str = "1M", confidence: float = DEFAULT_CONFIDENCE,
+                ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], list[str]]:
     """(findings, compared, within_noise, notes): findings for figures worse than base (a
     document, or a list of repeats of one run) by more than tolerance at the confidence;
     within_noise: the changes beyond the tolerance (either way) that the tests do not support."""
     now, old = summarise(doc, samples=True), summarise_group(base if isinstance(base, list) else [base])
     rows, notes = judge(old, now, tolerance, parse_size(min_size), confidence)
-    findings, noise = [], []
+    findings: list[dict[str, Any]] = []
+    noise: list[dict[str, Any]] = []
     for key in sorted(rows, key=lambda k: (str(k[0]), k[1], k[2], k[3])):
         r = rows[key]
         op, mode, size, _buffer = key
@@ -49,7 +54,8 @@ def regressions(doc, base, tolerance=DEFAULT_TOLERANCE, min_size="1M", confidenc
     return findings, len(rows), noise, notes
 
 
-def apply(report, doc, base, base_name, tolerance, min_size, confidence=DEFAULT_CONFIDENCE):
+def apply(report: dict[str, Any], doc: dict[str, Any], base: dict[str, Any] | list[dict[str, Any]], base_name: str,
+          tolerance: float, min_size: int | str, confidence: float = DEFAULT_CONFIDENCE) -> str:
     """Add the baseline's findings to a validate report; the lines saying what was compared
     and which changes were within noise."""
     findings, compared, noise, notes = regressions(doc, base, tolerance, min_size, confidence)

@@ -55,7 +55,7 @@ TEST = {"row": "one-sided Welch t-test on log figures (standard error: per-itera
                        "link change, which moves every judged size the same way"}
 
 
-def judged_figure(mode):
+def judged_figure(mode: str) -> str:
     return "busbw" if mode == "bw" else "p50_us"
 
 

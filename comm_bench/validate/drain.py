@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from typing import Any
 
 from ..errors import RunFailed, UsageError
 from ..sizes import human_size
@@ -45,14 +46,14 @@ def names_node(f) -> bool:
     return kind.endswith(NODE_SUFFIXES) or kind in NODE_KINDS
 
 
-def hosts(report, doc):
+def hosts(report: dict[str, Any], doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]], str | None]]:
     """[(node, findings, reason)] for every node of the run (ranks[].host, in rank order),
     then any other node a finding names; findings worst first, reason None for a good node."""
     rank_host = {}
     for r in doc.get("ranks") or []:
         if isinstance(r, dict) and isinstance(r.get("rank"), int) and r.get("host") is not None:
             rank_host[r["rank"]] = str(r["host"])
-    rows = {h: [] for _, h in sorted(rank_host.items())}
+    rows: dict[str, list[dict[str, Any]]] = {h: [] for _, h in sorted(rank_host.items())}
     for f in report.get("findings") or []:
         if names_node(f):
             node = _node(f, rank_host, rows)

@@ -26,7 +26,7 @@ FINDING_KINDS = ("bad-host", "bad-device", "bad-rank", "bad-pair", "unstable-hos
 # re-measures). EXIT_UNCONFIRMED is imported above for the modules that take it from here.
 
 
-def status(report):
+def status(report: dict[str, Any]) -> str:
     """"fail" (findings), "unconfirmed" (none, but suspects left unconfirmed) or "pass"."""
     if report["findings"]:
         return "fail"
@@ -38,7 +38,7 @@ def exit_code(report):
     return {"fail": EXIT_FAILED, "unconfirmed": EXIT_UNCONFIRMED, "pass": EXIT_OK}[status(report)]
 
 
-def finding(kind, message, **kw):
+def finding(kind: str, message: str, **kw: Any) -> dict[str, Any]:
     if kind not in FINDING_KINDS:
         raise ValueError(f"finding kind '{kind}' is missing from FINDING_KINDS")
     return {"kind": kind, "severity": "error", "message": message, **kw}

@@ -9,6 +9,7 @@ facts read directly (wrong data, a failed run, a link's trained width) have 1.0.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -215,7 +216,7 @@ def _pairfinding(v, lm, make):
                 confidence=v["unstable_confidence"], **common)
 
 
-def text_lines(report):
+def text_lines(report: dict[str, Any]) -> list[str]:
     """validate's text output: what the confirm phase did."""
     d = (report.get("checked") or {}).get("diagnosis") or {}
     out = []

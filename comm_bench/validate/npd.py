@@ -9,12 +9,14 @@ which pod ran on which Kubernetes node, examples/kubernetes/helm/comm-bench/temp
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .drain import PREFIX, clean
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 
 
-def verdict(rows, report, node: str):
+def verdict(rows: list[tuple[str, Any, str | None]], report: dict[str, Any], node: str) -> tuple[int, str]:
     node = str(node)
     found = [(n, why) for n, _, why in rows if n == node or n.split(".")[0] == node.split(".")[0]]
     if not found:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import Any
 
 from ..results.safefile import write_file
 from ..sizes import human_size
@@ -12,10 +13,10 @@ from .finding_kinds import FINDING_KINDS
 CHECKS_CLASS, HOSTS_CLASS = "comm-bench.validate", "comm-bench.validate.hosts"   # JUnit classnames
 
 
-def to_json(report):
+def to_json(report: dict[str, Any]) -> str:
     """The report as strict JSON: a figure that is not finite (a ratio over a zero median)
     is written as null, never as NaN or Infinity, which JSON does not have."""
-    def finite(v):
+    def finite(v: Any) -> Any:
         if isinstance(v, float):
             return v if math.isfinite(v) else None
         if isinstance(v, dict):
@@ -26,9 +27,9 @@ def to_json(report):
     return json.dumps(finite(report), indent=1, allow_nan=False)
 
 
-def format_text(report):
+def format_text(report: dict[str, Any]) -> str:
     c = report.get("checked") or {}
-    lines = []
+    lines: list[str] = []
     for g in c.get("groups") or []:
         lines.append(f"  {g['class']:<12} {g['op'] or '?':<14} {human_size(g['size']):>6}  "
                      f"{g['pairs']:>6} pairs  median {g['median_gbs']:.3g} GB/s  ({_against(g)})")
@@ -57,7 +58,7 @@ def format_text(report):
     return "\n".join(out)
 
 
-def _against(g, none="peers only"):
+def _against(g: dict[str, Any], none: str = "peers only") -> str:
     """What a checked line was held against: the link's rate and the expected minimum."""
     theo = f"link {g['theoretical_gbs']:.3g} GB/s" if g.get("theoretical_gbs") else "link rate unknown"
     exp = f"expected min {g['expected_gbs']:.3g}" if g.get("expected_gbs") is not None else none
@@ -81,7 +82,8 @@ def write_outputs(report, doc, junit=None, drain_list=None, prometheus=None, row
     return rows
 
 
-def write_junit(report, path, hosts=None):
+def write_junit(report: dict[str, Any], path: str,
+                hosts: list[tuple[str, list[dict[str, Any]], str | None]] | None = None) -> None:
     """One JUnit test case per checked group and per finding kind, and one per node of the
     run (hosts: drain.hosts rows), failing for the nodes a finding names, so a CI
     dashboard shows "node517 failed" (junitparser writes the XML)."""
@@ -89,17 +91,19 @@ def write_junit(report, path, hosts=None):
     from .drain import PREFIX, clean
 
     c = report.get("checked") or {}
-    by_kind = {}
+    by_kind: dict[str, list[dict[str, Any]]] = {}
     for f in report["findings"]:
         by_kind.setdefault(f["kind"], []).append(f)
-    cases = [(f"{g['class']} {g['op']} {human_size(g['size'])}", []) for g in c.get("groups") or []]
+    cases: list[tuple[str, list[dict[str, Any]]]] = [
+        (f"{g['class']} {g['op']} {human_size(g['size'])}", []) for g in c.get("groups") or []]
     cases += [(f"{g['class']} {g['op']} {human_size(g['size'])} latency", [])
               for g in (c.get("latency") or {}).get("groups") or []]
     cases += [(k, by_kind.get(k, [])) for k in FINDING_KINDS]
-    cases = [(name, fs, CHECKS_CLASS, None) for name, fs in cases]
-    cases += [(node, fs, HOSTS_CLASS, why) for node, fs, why in hosts or []]
+    rows: list[tuple[str, list[dict[str, Any]], str, str | None]] = [
+        (name, fs, CHECKS_CLASS, None) for name, fs in cases]
+    rows += [(node, fs, HOSTS_CLASS, why) for node, fs, why in hosts or []]
     suite = TestSuite("comm-bench validate")
-    for name, fs, classname, why in cases:
+    for name, fs, classname, why in rows:
         case = TestCase(clean(name), classname=classname)
         if fs:
             # XML 1.0 has no control characters: a host name or a NIC name could hold one

@@ -13,20 +13,20 @@ from __future__ import annotations
 import math
 from array import array
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..results.records import buffer_label, measured_gbs, superseded
 
 
-def instability(rec):
+def instability(rec: dict[str, Any]) -> float | None:
     """log(max / median) of a record's per-iteration times, or None."""
-    lat = rec.get("latency_us") if isinstance(rec.get("latency_us"), dict) else {}
+    lat = rec["latency_us"] if isinstance(rec.get("latency_us"), dict) else {}
     mx, med = lat.get("max"), lat.get("median")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (mx, med)):
         return None
-    return math.log(mx / med)
+    return math.log(mx / med)  # type: ignore[operator]  # both numbers > 0: tested above
 
 
 def plain(rec):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+from typing import Any
 
 import yaml
 
@@ -15,7 +16,7 @@ from ..results.doclimits import MAX_RULES_BYTES, loads_json, loads_yaml
 from ..results.safefile import read_bounded
 
 
-def default_rules_path():
+def default_rules_path() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "rules.yaml")
 
 
@@ -25,7 +26,7 @@ RULE_KEYS = set(DEFAULT_RULES)
 CLASS_KEYS = {"efficiency", "floor_gbs", "min_size"}
 
 
-def parse_size(v):
+def parse_size(v: object) -> int:
     """A rules size: a YAML integer or the sweep's own size syntax (comm_bench.sizes), so
     rules and -b/-e accept the same sizes."""
     try:
@@ -36,7 +37,7 @@ def parse_size(v):
         raise UsageError(f"rules: bad size {v!r} (use e.g. 1M, 64K, 1048576)") from None
 
 
-def _merge(base, over):
+def _merge(base: dict[str, Any], over: dict[str, Any] | None) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
@@ -46,7 +47,7 @@ def _merge(base, over):
     return out
 
 
-def load_rules(path=None):
+def load_rules(path: str | None = None) -> dict[str, Any]:
     """The default rules merged with a YAML/JSON rules file; UsageError on bad input."""
     if path is None:
         return copy.deepcopy(DEFAULT_RULES)
@@ -74,7 +75,7 @@ def load_rules(path=None):
     return rules
 
 
-def _check_rules(rules, path="rules"):
+def _check_rules(rules: dict[str, Any], path: str = "rules") -> None:
     unknown = set(rules) - RULE_KEYS
     if unknown:
         raise UsageError(f"rules file '{path}': unknown key '{sorted(unknown)[0]}' "
@@ -111,7 +112,8 @@ OUTLIER_KEYS = ("z", "ratio", "pair_ratio", "min_peers", "min_size_fraction", "l
 AT_LEAST_ONE = ("latency_ratio", "latency_pair_ratio")   # how many times the peers' latency: below 1 is not "high"
 
 
-def check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
+def check_outliers(o: Any, where: str, path: str, complete: bool = False,
+                   keys: tuple[str, ...] = OUTLIER_KEYS) -> None:
     if not isinstance(o, dict):
         raise UsageError(f"rules file '{path}': {where} must be a mapping")
     unknown = set(o) - set(keys)
@@ -125,35 +127,36 @@ def check_outliers(o, where, path, complete=False, keys=OUTLIER_KEYS):
             raise UsageError(f"rules file '{path}': {where}.{k} must be a number >= 1 (times the peers' latency)")
 
 
-def _number(v) -> bool:
+def _number(v: Any) -> bool:
     """A finite number >= 0 (YAML's .nan and .inf are not)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
-def outlier_rules(rules, transport):
+def outlier_rules(rules: dict[str, Any], transport: str) -> dict[str, Any]:
     o = dict(rules["outliers"])
     o.update(((rules.get("transports") or {}).get(transport or "") or {}).get("outliers") or {})
     return o
 
 
-def document_outlier_rules(rules, doc):
+def document_outlier_rules(rules: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """outlier_rules for the transport a results document names."""
     return outlier_rules(rules, (doc.get("transport") or "").lower())
 
 
-def class_rule(rules, transport, cls):
+def class_rule(rules: dict[str, Any], transport: str, cls: str) -> dict[str, Any]:
     spec = dict((rules.get("classes") or {}).get(cls) or {})
     spec.update(((rules.get("transports") or {}).get(transport or "", {}).get("classes") or {}).get(cls) or {})
     return spec
 
 
-def expected_collective_min(rules, transport, cls, theoretical):
+def expected_collective_min(rules: dict[str, Any], transport: str, cls: str,
+                            theoretical: float | None) -> float | None:
     """A collective's busbw floor: the class's expected minimum x collectives.scale."""
     exp = expected_min(rules, transport, cls, theoretical)
     return None if exp is None else exp * rules["collectives"]["scale"]
 
 
-def expected_min(rules, transport, cls, theoretical):
+def expected_min(rules: dict[str, Any], transport: str, cls: str, theoretical: float | None) -> float | None:
     spec = class_rule(rules, transport, cls)
     vals = []
     if theoretical and spec.get("efficiency"):
@@ -167,7 +170,7 @@ def expected_min(rules, transport, cls, theoretical):
 CONFIRM_KEYS = ("suspect_z", "min_effect", "unstable_ratio", "min_confidence", "max_suspects", "max_named")
 
 
-def check_confirm(rules, path):
+def check_confirm(rules: dict[str, Any], path: str) -> None:
     check_outliers(rules.get("confirm"), "confirm", path, complete=True, keys=CONFIRM_KEYS)
     for k in ("min_effect", "min_confidence"):
         if rules["confirm"][k] >= 1:

@@ -7,24 +7,27 @@ the two can never disagree: a suspect is called a finding only when validate rep
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .finding_kinds import NothingToCheck, exit_code
 
 NO_SUSPECTS = "# confirm verdict: no suspects: every rank and pair ran like its peers in the first pass"
 NO_REFERENCES = "# confirm verdict: not re-measured: fewer than two known-good ranks to compare the suspects with"
 
 
-def _about(f, target):
+def _about(f: dict[str, Any], target: dict[str, Any]) -> bool:
     """Whether finding f is about the suspect `target` ({"rank"} or {"src", "dst"})."""
     if "rank" in target:
         return target["rank"] in (f.get("ranks") or ()) or f.get("rank") == target["rank"]
     return (f.get("src"), f.get("dst")) == (target["src"], target["dst"])
 
 
-def _name(t):
+def _name(t: dict[str, Any]) -> str:
     return f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
 
 
-def confirm_line(suspects, good, doc, rules, mode="bw"):
+def confirm_line(suspects: list[dict[str, Any]], good: list[Any], doc: dict[str, Any], rules: dict[str, Any],
+                 mode: str = "bw") -> str:
     """The confirm phase's outcome in one line, as validate reads `doc` (this op's records):
     each re-measured suspect, its ratio to its references and what validate makes of it."""
     from .checks import check
@@ -60,7 +63,7 @@ def confirm_line(suspects, good, doc, rules, mode="bw"):
     return "# confirm verdict: " + ("; ".join(parts) or "nothing re-measured")
 
 
-def closing_line(path, rules_path=None):
+def closing_line(path: str, rules_path: str | None = None) -> str:
     """The sweep's last verdict: `comm-bench validate PATH` with default flags, in one line."""
     from .checks import run
 

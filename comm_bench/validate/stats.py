@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -10,7 +11,7 @@ MAD_SCALE = 1.4826   # MAD x this estimates the standard deviation of normal noi
 EXACT_MAX = 25      # exact signed-rank distribution up to this many values (2^25 sums is cheap as a DP)
 
 
-def signed_rank_p(diffs):
+def signed_rank_p(diffs: Sequence[float]) -> float:
     """One-sided Wilcoxon signed-rank p-value that the diffs are centred below 0 (exact,
     ties and zeros by the average-rank / drop-zeros convention). 1.0 with no data."""
     d = [x for x in diffs if x != 0 and math.isfinite(x)]
@@ -44,21 +45,21 @@ def signed_rank_p(diffs):
     return 0.5 * math.erfc(-((w_pos + 0.5 - mean) / sd) / math.sqrt(2))
 
 
-def confidence(p):
+def confidence(p: float) -> float:
     """A finding's confidence: 1 - p of its test, rounded for reading."""
     return round(max(0.0, min(1.0, 1.0 - p)), 4)
 
 
-def log_ratios(values, reference):
+def log_ratios(values: Iterable[float], reference: float) -> list[float]:
     return [math.log(v / reference) for v in values if v > 0 and reference > 0]
 
 
-def gmean(values):
+def gmean(values: Iterable[float]) -> float | None:
     vals = [v for v in values if v > 0]
     return math.exp(statistics.fmean(math.log(v) for v in vals)) if vals else None
 
 
-def robust_z(values):
+def robust_z(values: Sequence[float]) -> tuple[list[float], float]:
     """Robust z of each value (median / MAD); inf where MAD is 0 and the value differs.
     numpy: a group of a full 1,024-rank run holds a million pairs."""
     x = np.asarray(values, dtype=float)
@@ -68,7 +69,7 @@ def robust_z(values):
     return zs.tolist(), med
 
 
-def robust_low(values, z, ratio):
+def robust_low(values: Sequence[float], z: float, ratio: float) -> tuple[list[int], float | None, float | None]:
     """Indices of low outliers among positive values: robust z of log(value) (median /
     MAD; bandwidth noise is multiplicative) > z, and value < ratio x median.
     Returns (indices, median, MAD of the logs)."""
@@ -87,7 +88,7 @@ def robust_low(values, z, ratio):
     return np.flatnonzero(low).tolist(), med, mad
 
 
-def t_cdf(t, df):
+def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with df degrees of freedom (regularized incomplete beta;
     the normal curve beyond 1,000 df, where they agree to 3 decimals)."""
     if not math.isfinite(t):
@@ -98,7 +99,7 @@ def t_cdf(t, df):
     return tail if t < 0 else 1.0 - tail
 
 
-def _betainc(a, b, x):
+def _betainc(a: float, b: float, x: float) -> float:
     """Regularized incomplete beta I_x(a, b) by Lentz's continued fraction (Numerical Recipes)."""
     if x <= 0 or x >= 1:
         return 0.0 if x <= 0 else 1.0
@@ -122,7 +123,8 @@ def _betainc(a, b, x):
     return front * f
 
 
-def welch_below_p(mean_a, se_a, df_a, mean_b, se_b, df_b):
+def welch_below_p(mean_a: float, se_a: float, df_a: float, mean_b: float, se_b: float,
+                  df_b: float) -> float | None:
     """One-sided Welch t-test p-value that b's true mean is below a's, from each side's
     mean, standard error and degrees of freedom (Welch-Satterthwaite df). None where no
     spread is known (a standard error of 0 on both sides)."""
@@ -133,7 +135,7 @@ def welch_below_p(mean_a, se_a, df_a, mean_b, se_b, df_b):
     return t_cdf((mean_b - mean_a) / math.sqrt(va + vb), max(df, 1.0))
 
 
-def rank_sum_p(a, b, exact_max=40):
+def rank_sum_p(a: Sequence[float], b: Sequence[float], exact_max: int = 40) -> float:
     """One-sided Wilcoxon rank-sum (Mann-Whitney) p-value that b's values lie below a's
     (ties by average ranks; exact up to exact_max values in all, normal beyond)."""
     a = [x for x in a if math.isfinite(x)]

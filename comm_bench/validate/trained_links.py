@@ -10,11 +10,13 @@ document carries (hosts[].topology): a finding before a byte is sent.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterator
+from typing import Any
 
 CONFIDENCE = 1.0    # read from sysfs: a fact about the link, not a statistical guess
 
 
-def _entries(doc):
+def _entries(doc: dict[str, Any]) -> Iterator[tuple[Any, str, tuple[str, Any], dict[str, Any]]]:
     """(host, kind, group, entry) for every GPU and physical NIC of every host topology."""
     for h in doc.get("hosts") or []:
         topo = h.get("topology") if isinstance(h, dict) else None
@@ -29,34 +31,35 @@ def _entries(doc):
                 yield host, "nic", ("nic", n.get("kind")), n
 
 
-def _num(v):
+def _num(v: Any) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
-def _group_stats(members, get):
+def _group_stats(members: list[dict[str, Any]],
+                 get: Callable[[dict[str, Any]], float | None]) -> tuple[float | None, dict[float, int]]:
     vals = [v for v in (get(e) for e in members) if v]
     if len(vals) < 3:
         return None, {}
-    counts = {}
+    counts: dict[float, int] = {}
     for v in vals:
         counts[v] = counts.get(v, 0) + 1
     return statistics.median(vals), counts
 
 
-def findings(doc, make):
+def findings(doc: dict[str, Any], make: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
     """make(kind, message, **fields) -> finding. Findings for degraded links."""
     entries = list(_entries(doc))
-    groups = {}
+    groups: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for host, kind, grp, e in entries:
         groups.setdefault(grp, []).append(e)
     width = lambda e: _num((e.get("pcie") if isinstance(e.get("pcie"), dict) else {}).get("cur_width"))  # noqa: E731
     widths = {g: _group_stats(m, width) for g, m in groups.items()}
     rates = {g: _group_stats(m, lambda e: _num(e.get("rate_gbs"))) for g, m in groups.items()}
-    out = []
+    out: list[dict[str, Any]] = []
     for host, kind, grp, e in entries:
         name = f"GPU{e.get('index')}" if kind == "gpu" else e.get("name")
         what = f"{name if kind == 'gpu' else 'NIC ' + str(name)} on host {host}"
-        pcie = e.get("pcie") if isinstance(e.get("pcie"), dict) else {}
+        pcie = e["pcie"] if isinstance(e.get("pcie"), dict) else {}
         cw, mw = _num(pcie.get("cur_width")), _num(pcie.get("max_width"))
         peer_w = widths[grp][0]
         if cw and ((mw and cw < mw) or (peer_w and cw < peer_w)):

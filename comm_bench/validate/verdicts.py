@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .stats import confidence, signed_rank_p
 from .pair_obs import instability
 
 
-def _spread(values):
+def _spread(values: Sequence[float]) -> float | None:
     """How far apart K repeats are: max / min without the one highest and lowest when K >= 5.
     One odd repeat is not a spread: a CI run named a no-fault rank unstable on 8 repeats
     2.5x apart max / min, against its references' 1.5x; a link toggling between two rates
@@ -45,31 +47,40 @@ def _spread(values):
     return v[-1] / v[0]
 
 
-def judge(recs, rules, value):
+def judge(recs: list[dict[str, Any]], rules: dict[str, Any],
+          value: Callable[[dict[str, Any]], float | None]) -> list[dict[str, Any]]:
     """recs: the confirm-phase pair records; value(rec) -> GB/s. [verdict] by suspect id."""
     c = rules["confirm"]
-    by_id = {}
+    by_id: dict[Any, list[dict[str, Any]]] = {}
     for r in recs:
         by_id.setdefault(r["confirm"].get("id"), []).append(r)
     return [_judge(rs, c, value) for _, rs in sorted(by_id.items(), key=lambda kv: str(kv[0]))]
 
 
-def _judge(rs, c, value):
+def _judge(rs: list[dict[str, Any]], c: dict[str, Any],
+           value: Callable[[dict[str, Any]], float | None]) -> dict[str, Any]:
     alpha = 1.0 - c["min_confidence"]
     tag = rs[0]["confirm"]
-    rows = {}      # (alt, dir) -> {role: (GB/s, u, record)}
+    rows: dict[tuple[Any, Any], dict[str, Any]] = {}      # (alt, dir) -> {role: (GB/s, u, record)}
     for r in rs:
         t = r["confirm"]
-        v = value(r)
-        if v and v > 0:
-            rows.setdefault((t.get("alt"), t.get("dir")), {})[t.get("role")] = (v, instability(r), r)
+        gbs = value(r)
+        if gbs and gbs > 0:
+            rows.setdefault((t.get("alt"), t.get("dir")), {})[t.get("role")] = (gbs, instability(r), r)
     rows = {k: m for k, m in rows.items() if "suspect" in m and "reference" in m}
-    logmed = {}
+    logmed: dict[tuple[str, Any], float] = {}
     for role in ("suspect", "reference"):
         for d in {k[1] for k in rows}:
             logmed[(role, d)] = statistics.median(math.log(m[role][0]) for k, m in rows.items() if k[1] == d)
-    speed, unsteady, when = {}, {}, []
-    sus_bw, ref_bw, sus_u, ref_u, sus_ud, ref_ud = {}, {}, [], [], [], []
+    speed: dict[Any, list[float]] = {}
+    unsteady: dict[Any, list[float]] = {}
+    when: list[dict[str, Any]] = []
+    sus_bw: dict[Any, list[float]] = {}
+    ref_bw: dict[Any, list[float]] = {}
+    sus_u: list[float] = []
+    ref_u: list[float] = []
+    sus_ud: list[float] = []
+    ref_ud: list[float] = []
     for (k, d), m in rows.items():
         (vs, us, rec), (vg, ug, _) = m["suspect"], m["reference"]
         speed.setdefault(k, []).append(math.log(vs / vg))
@@ -85,7 +96,7 @@ def _judge(rs, c, value):
             if math.exp(us - ug) >= c["unstable_ratio"] or math.exp(ds - dg) >= c["unstable_ratio"]:
                 when.append({"alt": k, "round": rec.get("round"), "dir": d, "gbs": round(vs, 4),
                              "max_over_median": round(math.exp(us), 3)})
-    v = {"kind": tag.get("kind"), "target": tag.get("target") or {}, "why": tag.get("why") or [],
+    v: dict[str, Any] = {"kind": tag.get("kind"), "target": tag.get("target") or {}, "why": tag.get("why") or [],
          "alternations": len(speed)}
     if not speed:
         return v
@@ -103,7 +114,8 @@ def _judge(rs, c, value):
     if unsteady:
         p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
         it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
-        rep_ratio = max((spread[d] / ref_spread[d] for d in spread if spread[d] and ref_spread.get(d)), default=1.0)
+        rep_ratio = max((spread[d] / ref_spread[d] for d in spread if spread[d] and ref_spread.get(d)),  # type: ignore[operator]
+                        default=1.0)
         # the effect tested: typical unsteadiness (u + d) of the suspect over its references'
         unsteadiness = math.exp(statistics.median(sus_ud) - statistics.median(ref_ud))
         v.update(unstable_confidence=confidence(p), instability_ratio=round(it_ratio, 3),
