@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 from .stats import confidence, robust_low, signed_rank_p
 from ..results.records import latency_pair_records, median_latency_us, superseded
@@ -22,36 +23,37 @@ from ..sizes import human_size
 from .finding_kinds import finding
 
 
-def check_latency(doc, lm, o):
+def check_latency(doc: dict[str, Any], lm: Any, o: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(findings, checked) of the latency records; o: the transport's outlier rules.
     checked is None when the document holds no latency pair records; its ranks_compared
     is 0 when there are fewer than the min_peers ranks (3 at least) that a comparison needs."""
     recs = [r for r in latency_pair_records(doc) if superseded(r) is None and r["src"] != r["dst"]
-            and not isinstance(r.get("confirm"), dict) and median_latency_us(r) > 0]
+            and not isinstance(r.get("confirm"), dict) and (median_latency_us(r) or 0) > 0]
     if not recs:
         return [], None
-    groups = {}     # (op, size, class) -> {pair: [us]}
+    groups: dict[tuple[Any, int, str], dict[tuple[int, int], list[float]]] = {}     # (op, size, class) -> {pair: [us]}
     for r in recs:
         key = (r.get("op"), r["size"], lm.classify(r["src"], r["dst"], r)[0])
-        groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(median_latency_us(r))
+        groups.setdefault(key, {}).setdefault((r["src"], r["dst"]), []).append(median_latency_us(r) or 0.0)
     obs = {key: {p: statistics.median(v) for p, v in pairs.items()} for key, pairs in groups.items()}
     gmed = {key: statistics.median(pairs.values()) for key, pairs in obs.items()}
     # a rank's pairs of every class, each relative to its own group: one slow rank of a
     # host then leaves its host-mate's score alone, though their one intra-host pair is slow
-    per_rank = {}   # rank -> [relative latency]
+    per_rank: dict[int, list[float]] = {}   # rank -> [relative latency]
     for key, pairs in obs.items():
         for (s, d), v in pairs.items():
-            for r in (s, d):
-                per_rank.setdefault(r, []).append(v / gmed[key])
-    slow = {}       # rank -> (score, the ranks' median score)
+            for rank in (s, d):
+                per_rank.setdefault(rank, []).append(v / gmed[key])
+    slow: dict[int, tuple[float, float]] = {}       # rank -> (score, the ranks' median score)
     ranks = sorted(per_rank)
     compared = len(ranks) if len(ranks) >= max(3, int(o["min_peers"])) else 0
     if compared:
         scores = [statistics.median(per_rank[r]) for r in ranks]
         idx, med, _ = robust_low([1.0 / s for s in scores], o["z"], 1.0 / o["latency_ratio"])
         for i in idx:
-            slow[ranks[i]] = (scores[i], 1.0 / med)
-    flagged, sizes_of = {}, {}   # pair -> sizes where it is an outlier / measured
+            slow[ranks[i]] = (scores[i], 1.0 / med)  # type: ignore[operator]  # med: set when idx is
+    flagged: dict[tuple[int, int], set[int]] = {}   # pair -> sizes where it is an outlier / measured
+    sizes_of: dict[tuple[int, int], set[int]] = {}
     for key, pairs in obs.items():
         for p in pairs:
             sizes_of.setdefault(p, set()).add(key[1])
@@ -71,17 +73,18 @@ def check_latency(doc, lm, o):
     return findings, checked
 
 
-def us(v):
+def us(v: float) -> str:
     """A latency for reading: 3 significant digits, whole microseconds from 1,000 up (no 1.45e+03)."""
     return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
 
 
-def times(r):
+def times(r: float) -> str:
     """A ratio for reading: 2 significant digits, whole from 100 up (no 1.5e+02)."""
     return f"{r:.2g}" if r < 100 else f"{r:.0f}"
 
 
-def _medians(obs, ranks):
+def _medians(obs: dict[tuple[Any, int, str], dict[tuple[int, int], float]],
+             ranks: set[int]) -> tuple[float | None, float | None, int]:
     """The median latency of the pairs with an end in `ranks` at the smallest size, the
     others' median there, and that size."""
     size = min(k[1] for k in obs)
@@ -90,12 +93,13 @@ def _medians(obs, ranks):
     return (statistics.median(mine) if mine else None, statistics.median(rest) if rest else None, size)
 
 
-def _above_one(rels):
+def _above_one(rels: list[float]) -> float:
     """Confidence that relative latencies lie above 1."""
     return confidence(signed_rank_p([-math.log(x) for x in rels if x > 0]))
 
 
-def _rank_findings(slow, per_rank, lm, obs):
+def _rank_findings(slow: dict[int, tuple[float, float]], per_rank: dict[int, list[float]], lm: Any,
+                   obs: dict[tuple[Any, int, str], dict[tuple[int, int], float]]) -> list[dict[str, Any]]:
     out = []
     for node, rs, whole in lm.by_node(slow):
         for group in ([rs] if whole else [[r] for r in rs]):
@@ -113,7 +117,9 @@ def _rank_findings(slow, per_rank, lm, obs):
     return out
 
 
-def _pair_finding(p, flagged, lm, obs, gmed):
+def _pair_finding(p: tuple[int, int], flagged: set[int], lm: Any,
+                  obs: dict[tuple[Any, int, str], dict[tuple[int, int], float]],
+                  gmed: dict[tuple[Any, int, str], float]) -> dict[str, Any]:
     """The pair's finding quotes the size where it is furthest above its group's median, of
     the sizes it was flagged at: the figure and the median the rule held it against there
     (quoting another size had a finding print 3.31 us against a median of 3.54 us)."""
