@@ -87,7 +87,7 @@ def build(doc, op=None, bins=MAX_BINS) -> Aggregate:
     sw_med: np.ndarray | None = None
     sw_min: np.ndarray | None = None
     if names:
-        index = {s: i for i, s in enumerate(names)}
+        index: dict[str | None, int] = {s: i for i, s in enumerate(names)}
         of = np.array([index.get(switch.get(lm.host(r)), -1) for r in range(n)])
         a, b = of[src], of[dst]
         ok = (a >= 0) & (b >= 0)
