@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..results.records import buffer_label, measured_gbs
 from ..sizes import human_size
@@ -59,47 +61,48 @@ def judged_figure(mode: str) -> str:
     return "busbw" if mode == "bw" else "p50_us"
 
 
-def _num(rec, *path):
+def _num(rec: Any, *path: str) -> float | None:
     v = rec
     for k in path:
         v = v.get(k) if isinstance(v, dict) else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _record_figure(rec, mode):
+def _record_figure(rec: dict[str, Any], mode: str) -> float | None:
     return measured_gbs(rec) if mode == "bw" else _num(rec, "latency_us", "median")
 
 
-def _spread(recs):
+def _spread(recs: list[dict[str, Any]]) -> tuple[float, int] | tuple[None, None]:
     """(standard error of the row's log figure, its degrees of freedom), or (None, None)
     where a record has no per-iteration spread. Each record's mean time has relative
     standard error cv/sqrt(iters) (delta method: the standard error of its log); the row's
     figure averages its records."""
-    terms, iters = [], 0
+    terms: list[float] = []
+    iters = 0
     for r in recs:
         sd, avg, n = _num(r, "latency_us", "stdev"), _num(r, "latency_us", "avg"), _num(r, "iters")
         if sd is None or not avg or avg <= 0 or not n or n < 2:
             return None, None
         terms.append((sd / avg) ** 2 / n)
-        iters += n
+        iters += int(n)
     return math.sqrt(statistics.fmean(terms) / len(terms)), iters - len(terms)
 
 
-def summarise(doc, samples=False):
+def summarise(doc: dict[str, Any], samples: bool = False) -> dict[tuple[Any, ...], dict[str, Any]]:
     """{(op, mode, size, buffer): {"busbw": GB/s or None (bw mode), "p50_us", "p99_us", "records",
     "se_log", "df"}}: host and GPU-buffer records (records.buffer_label) never share a row.
     se_log, df: the judged figure's log standard error and degrees of freedom (None: no
     per-iteration spread recorded). samples: also "values", the judged figure per record."""
-    groups = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in doc.get("results") or []:
         if isinstance(rec, dict) and isinstance(rec.get("size"), int):
             groups.setdefault((rec.get("op"), rec.get("mode", "bw"), rec["size"], buffer_label(rec)),
                               []).append(rec)
-    out = {}
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key, recs in groups.items():
-        def med(values):
-            values = [v for v in values if v is not None]
-            return statistics.median(values) if values else None
+        def med(values: Iterable[float | None]) -> float | None:
+            vals = [v for v in values if v is not None]
+            return statistics.median(vals) if vals else None
         se, df = _spread(recs)
         out[key] = {"busbw": med(measured_gbs(r) for r in recs) if key[1] == "bw" else None,
                     "p50_us": med(_num(r, "latency_us", "median") for r in recs),
@@ -110,7 +113,7 @@ def summarise(doc, samples=False):
     return out
 
 
-def summarise_group(docs):
+def summarise_group(docs: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """summarise() of one run given as repeats (a list of documents): per row present in
     every repeat, each figure the geometric mean of the repeats' figures, "repeat_logs"
     the judged figure's log per repeat, "repeats" their number. A single document:
@@ -118,11 +121,11 @@ def summarise_group(docs):
     if len(docs) == 1:
         return summarise(docs[0], samples=True)
     sums = [summarise(d, samples=True) for d in docs]
-    out = {}
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key in set(sums[0]).intersection(*sums[1:]):
         rows = [s[key] for s in sums]
 
-        def mean_of(fig):       # a figure only where every repeat has it
+        def mean_of(fig: str) -> float | None:       # a figure only where every repeat has it
             vals = [r[fig] for r in rows]
             return gmean(vals) if all(v and v > 0 for v in vals) else None
         fig = judged_figure(key[1])
@@ -133,7 +136,7 @@ def summarise_group(docs):
     return out
 
 
-def repeats_below_p(a_logs, b_logs, margin):
+def repeats_below_p(a_logs: Sequence[float], b_logs: Sequence[float], margin: float) -> float | None:
     """One-sided p that b's mean log figure less margin lies below a's, from repeats:
     Welch's t where both sides have 2+, Student's t with the repeated side's spread for
     both (n - 1 df) where one side is a single run; None where neither has 2."""
@@ -147,25 +150,25 @@ def repeats_below_p(a_logs, b_logs, margin):
     if sda is not None and sdb is not None:
         return welch_below_p(ma, max(sda, floor) / math.sqrt(na), na - 1, mb, max(sdb, floor) / math.sqrt(nb), nb - 1)
     sd, n = (sda, na) if sda is not None else (sdb, nb)
-    se = max(sd, floor) * math.sqrt(1 / na + 1 / nb)
+    se = max(sd or 0.0, floor) * math.sqrt(1 / na + 1 / nb)
     return t_cdf((mb - ma) / se, n - 1)
 
 
-def change(new, old):
+def change(new: float | None, old: float | None) -> float | None:
     """Relative change (new - old) / old, or None."""
     if new is None or old is None or old == 0:
         return None
     return (new - old) / old
 
 
-def _margins(tolerance, higher_is_better):
+def _margins(tolerance: float, higher_is_better: bool) -> tuple[float | None, float | None]:
     """The tolerance as log gains: (worse below, better above); None where no change can
     pass it (a drop of 100% or more)."""
     lo, hi = (math.log1p(-tolerance) if tolerance < 1 else None), math.log1p(tolerance)
     return (lo, hi) if higher_is_better else (-hi, -lo if lo is not None else None)
 
 
-def _row_p(old, new, sign, margin):
+def _row_p(old: dict[str, Any], new: dict[str, Any], sign: int, margin: float) -> tuple[str | None, float | None]:
     """The row's own test: (name, p) for "new's log gain over old is below margin"
     (sign: +1 when a higher figure is better)."""
     fig = "busbw" if sign > 0 else "p50_us"
@@ -183,13 +186,15 @@ def _row_p(old, new, sign, margin):
                                       sign * math.log(new[fig]) - margin, new["se_log"], new["df"])
 
 
-def needed_sizes(confidence):
+def needed_sizes(confidence: float) -> int:
     """Judged sizes a series needs before its signed-rank test can reach the confidence:
     all n in one direction has p = 2^-n."""
     return max(1, math.ceil(math.log2(1 / (1 - confidence)) - 1e-9))
 
 
-def judge(old, new, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, confidence=DEFAULT_CONFIDENCE):
+def judge(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]], tolerance: float = DEFAULT_TOLERANCE,
+          min_size: int = DEFAULT_MIN_SIZE, confidence: float = DEFAULT_CONFIDENCE,
+          ) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
     """The one judgement of a later run against a base (compare and validate --baseline):
     old, new from summarise(doc, samples=True). Returns ({key: {"verdict": better | worse |
     same | noise, "change", "confidence", "p_row", "p_series", "row_test"}} for the judged
@@ -199,7 +204,8 @@ def judge(old, new, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, conf
     (better) = the data support a change beyond the tolerance in that direction at the
     confidence. Testing against 0 instead let a run shifted 15% by the scheduler FAIL."""
     alpha = 1 - confidence + 1e-12
-    rows, series = {}, {}
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    series: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key in set(old) & set(new):
         op, mode, size, buffer = key
         fig = judged_figure(mode)
@@ -209,12 +215,14 @@ def judge(old, new, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, conf
         sign = 1 if HIGHER_IS_BETTER[fig] else -1
         gain, (lo, hi) = sign * math.log(b / a), _margins(tolerance, HIGHER_IS_BETTER[fig])
         up = gain > 0           # the direction of the change: the one tested
+        name: str | None
+        p_row: float | None
         if (hi if up else lo) is None:
             name, p_row = None, 1.0
         elif up:                # better: the mirror of worse (old's gain over new below -hi)
-            name, p_row = _row_p(new[key], old[key], sign, -hi)
+            name, p_row = _row_p(new[key], old[key], sign, -hi)  # type: ignore[operator]  # not None: tested above
         else:
-            name, p_row = _row_p(old[key], new[key], sign, lo)
+            name, p_row = _row_p(old[key], new[key], sign, lo)  # type: ignore[arg-type]  # not None: tested above
         rows[key] = {"change": (b - a) / a, "row_test": name, "up": up, "p_row": p_row}
         ser = series.setdefault((op, mode, buffer), {"gains": [], "keys": [], "sign": sign, "lo": lo, "hi": hi})
         ser["gains"].append(gain)
@@ -238,17 +246,18 @@ def judge(old, new, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, conf
     return rows, notes
 
 
-def _levels(side, keys, sign):
+def _levels(side: dict[tuple[Any, ...], dict[str, Any]], keys: list[tuple[Any, ...]], sign: int) -> list[float]:
     """A run's level over a series: per repeat, the mean of its signed log figures over the
     series' sizes (one value for a single run)."""
     logs = [side[k].get("repeat_logs") for k in keys]
-    if all(logs) and len({len(x) for x in logs}) == 1:
+    if all(logs) and len({len(x) for x in logs}) == 1:  # type: ignore[arg-type]
         return [sign * statistics.fmean(col) for col in zip(*logs)]
     fig = judged_figure(keys[0][1])
     return [sign * statistics.fmean(math.log(side[k][fig]) for k in keys)]
 
 
-def _series_p(old, new, s):
+def _series_p(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]],
+              s: dict[str, Any]) -> tuple[tuple[float, float], str]:
     """((p worse, p better), the test's name) for one op's judged sizes. Single runs: the
     signed-rank test over the sizes' log ratios less the tolerance. Repeats: Welch's t on the
     repeats' levels (the mean over the sizes), which sees the between-run noise itself, so
@@ -258,20 +267,21 @@ def _series_p(old, new, s):
     if max(len(vo), len(vn)) >= 2:
         worse = 1.0 if lo is None else repeats_below_p(vo, vn, lo)
         better = repeats_below_p(vn, vo, -hi) if hi is not None else 1.0
-        return (worse, better), "repeats-welch-levels"
+        return (worse, better), "repeats-welch-levels"  # type: ignore[return-value]  # both sides have 1+: not None
     return ((1.0 if lo is None else signed_rank_p([g - lo for g in s["gains"]]),
              1.0 if hi is None else signed_rank_p([hi - g for g in s["gains"]])), "signed-rank")
 
 
-def confidence_of(p):
+def confidence_of(p: float) -> float:
     return round(max(0.0, min(1.0, 1.0 - p)), 4)
 
 
-def _round(p):
+def _round(p: float | None) -> float | None:
     return None if p is None else round(p, 6)
 
 
-def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, confidence=DEFAULT_CONFIDENCE):
+def compare(named_docs: list[tuple[str, Any]], tolerance: float = DEFAULT_TOLERANCE, min_size: int = DEFAULT_MIN_SIZE,
+            confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """[(name, doc or [repeats' docs])] -> {"runs": [{name, transport, world_size, repeats}], "rows": [{op, mode, size,
     runs: [figures or None], change: [{figure: relative change vs the first run, "verdict",
     "confidence", "p_row", "p_series", "row_test"}]}], "summary": [per later run: {better,
@@ -280,7 +290,7 @@ def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, 
     sums = [summarise_group(g) for g in groups]
     judged = [judge(sums[0], s, tolerance, min_size, confidence) for s in sums[1:]]
     keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in keys:
         figs = [s.get(key) and {k: v for k, v in s[key].items() if k != "values"} for s in sums]
         base = figs[0]
@@ -296,9 +306,9 @@ def compare(named_docs, tolerance=DEFAULT_TOLERANCE, min_size=DEFAULT_MIN_SIZE, 
             "test": TEST, "summary": summary, "status": "fail" if any(s["worse"] for s in summary) else "pass"}
 
 
-def _summary(rows, i):
+def _summary(rows: list[dict[str, Any]], i: int) -> dict[str, Any]:
     """Later run i's verdicts counted, and its worst judged row."""
-    out = {"better": 0, "worse": 0, "same": 0, "noise": 0, "worst": None}
+    out: dict[str, Any] = {"better": 0, "worse": 0, "same": 0, "noise": 0, "worst": None}
     worst = None
     for row in rows:
         ch = row["change"][i]
@@ -319,15 +329,15 @@ def _summary(rows, i):
     return out
 
 
-def _fmt(v, spec):
+def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _pct(v):
+def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:+.1f}%"
 
 
-def header_cells(names):
+def header_cells(names: list[str]) -> list[str]:
     out = ["op", "mode", "size"]
     for i, x in enumerate(names):
         out += [f"{x} busbw", f"{x} p50(us)", f"{x} p99(us)"] + ([f"{x} busbw%", f"{x} p99%", f"{x} conf",
@@ -335,7 +345,7 @@ def header_cells(names):
     return out
 
 
-def row_cells(row, specs=(".3f", ".2f", ".2f")):
+def row_cells(row: dict[str, Any], specs: tuple[str, ...] = (".3f", ".2f", ".2f")) -> list[str]:
     """One row as text cells, in header_cells' order (specs: busbw, p50, p99); the
     verdict "noise" = beyond the tolerance, not supported at the confidence."""
     buffer = row.get("buffer", "host")
@@ -349,7 +359,7 @@ def row_cells(row, specs=(".3f", ".2f", ".2f")):
     return out
 
 
-def format_text(result):
+def format_text(result: dict[str, Any]) -> str:
     runs = result["runs"]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
     lines = ["# compare: " + ", ".join(f"{x} = {r['name']} ({r['transport']}, {r['world_size']} ranks"
@@ -363,7 +373,7 @@ def format_text(result):
     return "\n".join(lines + summary_lines(result, letters))
 
 
-def summary_lines(result, letters):
+def summary_lines(result: dict[str, Any], letters: list[str]) -> list[str]:
     """Per later run: counts (worse, better, same, within noise), its worst row and notes;
     then the test and the verdict."""
     if len(result["runs"]) < 2:
