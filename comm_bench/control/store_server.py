@@ -134,7 +134,8 @@ class StoreServer:
         self._groups: dict[bytes, _Group] = {}              # joined keys -> the _Group new waits on them join
         self._deletes = 0                         # keys deleted so far
         self._version = 0                         # changes with every SET and DELETE
-        self._gather: tuple[bytes | None, int, bytes | None] = (None, -1, None)  # (joined keys, version, reply) of the last MULTI_GET
+        # (joined keys, version, reply) of the last MULTI_GET
+        self._gather: tuple[bytes | None, int, bytes | None] = (None, -1, None)
         self._buffers: dict[int, list[Any]] = {}            # id -> [reply, connections sending it]
         self._deadlines: list[tuple[float, int, _Waiter]] = []  # heap of (deadline, n, _Waiter)
         self._order = itertools.count()

@@ -94,7 +94,8 @@ class RecordChecker:
             raise self.bad(f"rank {rank} appears twice in 'ranks'")
         if listed and self.n is not None and len(listed) != self.n:
             raise self.bad(f"world_size is {self.n} but 'ranks' lists {len(listed)} rank(s)")
-        self.seen: dict[int, int] = {}      # hash of a record's identity -> its index (a hash: 2M records at 1,024 ranks)
+        # hash of a record's identity -> its index (a hash: 2M records at 1,024 ranks)
+        self.seen: dict[int, int] = {}
         self.keys = keys    # or the hashes in record order (streaming readers: check_repeats)
 
     def bad(self, what: str) -> UsageError:

@@ -87,7 +87,8 @@ class Progress:
     def grow(self, steps: int) -> None:
         """More work planned (the confirm phase's measurements): the total counts it."""
         if self._bar is not None and steps:
-            self._bar.update(self._task, total=(next(t.total for t in self._bar.tasks if t.id == self._task) or 0) + steps)
+            total = next(t.total for t in self._bar.tasks if t.id == self._task) or 0
+            self._bar.update(self._task, total=total + steps)
 
     def close(self) -> None:
         if self._bar is not None:

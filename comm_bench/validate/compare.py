@@ -192,9 +192,9 @@ def needed_sizes(confidence: float) -> int:
     return max(1, math.ceil(math.log2(1 / (1 - confidence)) - 1e-9))
 
 
-def judge(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]], tolerance: float = DEFAULT_TOLERANCE,
-          min_size: int = DEFAULT_MIN_SIZE, confidence: float = DEFAULT_CONFIDENCE,
-          ) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
+def judge(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]],
+          tolerance: float = DEFAULT_TOLERANCE, min_size: int = DEFAULT_MIN_SIZE,
+          confidence: float = DEFAULT_CONFIDENCE) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
     """The one judgement of a later run against a base (compare and validate --baseline):
     old, new from summarise(doc, samples=True). Returns ({key: {"verdict": better | worse |
     same | noise, "change", "confidence", "p_row", "p_series", "row_test"}} for the judged

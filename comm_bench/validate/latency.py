@@ -23,7 +23,8 @@ from ..sizes import human_size
 from .finding_kinds import finding
 
 
-def check_latency(doc: dict[str, Any], lm: Any, o: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def check_latency(doc: dict[str, Any], lm: Any,
+                  o: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(findings, checked) of the latency records; o: the transport's outlier rules.
     checked is None when the document holds no latency pair records; its ranks_compared
     is 0 when there are fewer than the min_peers ranks (3 at least) that a comparison needs."""

@@ -114,8 +114,8 @@ def _judge(rs: list[dict[str, Any]], c: dict[str, Any],
     if unsteady:
         p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
         it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
-        rep_ratio = max((spread[d] / ref_spread[d] for d in spread if spread[d] and ref_spread.get(d)),  # type: ignore[operator]
-                        default=1.0)
+        rep_ratio = max((spread[d] / ref_spread[d]  # type: ignore[operator]  # both tested above
+                         for d in spread if spread[d] and ref_spread.get(d)), default=1.0)
         # the effect tested: typical unsteadiness (u + d) of the suspect over its references'
         unsteadiness = math.exp(statistics.median(sus_ud) - statistics.median(ref_ud))
         v.update(unstable_confidence=confidence(p), instability_ratio=round(it_ratio, 3),
