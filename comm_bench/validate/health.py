@@ -12,7 +12,9 @@ The blocks were checked on reading (results/health_checks.py): fields have their
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 # clocks-event reasons that hold a GPU below the clocks it asked for, and what to call them
 THROTTLES = {"sw_power_cap": "power cap", "hw_slowdown": "hardware slowdown",
@@ -52,18 +54,18 @@ class Problem:
     text: str               # the cause, as a finding quotes it: "GPU5 at x8 of x16 PCIe"
     advice: str = ""
     finding: bool = True    # False: named as a cause only (too small to be a finding alone)
-    fields: dict = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
-def _d(v):
+def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _ok(r):
+def _ok(r: Any) -> bool:
     return isinstance(r, dict) and r.get("available") is not False
 
 
-def _gpu_name(readings, rank):
+def _gpu_name(readings: list[dict[str, Any]], rank: int) -> str:
     for r in readings:
         g = _d(r.get("gpu"))
         if g.get("index") is not None:
@@ -73,7 +75,7 @@ def _gpu_name(readings, rank):
     return f"the GPU of rank {rank}"
 
 
-def _run_s(doc):
+def _run_s(doc: dict[str, Any]) -> float | None:
     import datetime as dt
     try:
         a, b = (dt.datetime.fromisoformat(doc[k]) for k in ("started", "finished"))
@@ -82,13 +84,14 @@ def _run_s(doc):
         return None
 
 
-def _gpu_problems(rank, host, before, after, peers_up, run_s):
+def _gpu_problems(rank: int, host: str, before: Any, after: Any, peers_up: dict[Any, set[int]],
+                  run_s: float | None) -> list[Problem]:
     reads = [r for r in (after, before) if _ok(r)]     # the after-reading first: the state the run ended in
     if not reads:
         return []
     gpu = _gpu_name(reads, rank)
-    out = []
-    mk = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
+    out: list[Problem] = []
+    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
         Problem(kind, rank, host, gpu, text, advice, finding, kw))
     # PCIe: a width below the link's maximum is never power saving; a lower generation is,
     # when the GPU is idle, so it counts only in a reading taken while the GPU was busy
@@ -112,13 +115,13 @@ def _gpu_problems(rank, host, before, after, peers_up, run_s):
         mk("gpu-pcie-degraded", f"{gpu}: {n:,} PCIe replays during the run", "check the slot and riser",
            finding=n >= MIN_REPLAYS, replays=n)
     # throttling: a reason active when read, time held down during the run, or at its slowdown temperature
-    whys = []
+    whys: list[str] = []
     for r in reads:
         for reason in _d(r.get("clock_events")).get("active") or []:
             if reason in THROTTLES and THROTTLES[reason] not in whys:
                 whys.append(THROTTLES[reason])
     b_v, a_v = _d(_d(before).get("throttle_ns")), _d(_d(after).get("throttle_ns"))
-    held = {}
+    held: dict[str, float | str] = {}
     for k, name in VIOLATIONS.items():
         if isinstance(a_v.get(k), (int, float)) and isinstance(b_v.get(k), (int, float)) and a_v[k] > b_v[k]:
             s = (a_v[k] - b_v[k]) / 1e9
@@ -147,7 +150,7 @@ def _gpu_problems(rank, host, before, after, peers_up, run_s):
            "check cooling and the power limit (nvidia-smi -q -d PERFORMANCE,POWER)", reasons=whys)
     # NVLink: a link down where this GPU has others up, the same link was up before, or a
     # GPU of the same model has it up (a card with no NVLink bridge has none up anywhere)
-    down = set()
+    down: set[int] = set()
     b_up = {x["link"] for x in _d(_d(before).get("nvlink")).get("links") or [] if x.get("up")}
     for r in reads:
         links = _d(r.get("nvlink")).get("links") or []
@@ -165,7 +168,7 @@ def _gpu_problems(rank, host, before, after, peers_up, run_s):
            f"({total - len(down)} of {total} up)", "check the NVLink/NVSwitch connection and the fabric manager",
            links_down=sorted(down))
     # memory: remapped rows and retired pages pending or failed, uncorrected ECC errors
-    mem = []
+    mem: list[str] = []
     for r in reads:
         rr, rp, ecc = _d(r.get("row_remap")), _d(r.get("retired_pages")), _d(r.get("ecc"))
         if rr.get("failed"):
@@ -182,10 +185,10 @@ def _gpu_problems(rank, host, before, after, peers_up, run_s):
     if mem:
         mk("gpu-memory-errors", f"{gpu} memory: {'; '.join(mem)}", "drain the node; reset or service the GPU")
     # XIDs the driver reported between the two readings
-    xids = [e.get("xid") for e in _d(_d(after).get("xid")).get("events") or [] if isinstance(e, dict)]
-    xids = [x for x in xids if isinstance(x, int)]
+    events = [e.get("xid") for e in _d(_d(after).get("xid")).get("events") or [] if isinstance(e, dict)]
+    xids = [x for x in events if isinstance(x, int)]
     if xids:
-        counts = {}
+        counts: dict[int, int] = {}
         for x in xids:
             counts[x] = counts.get(x, 0) + 1
         named = ", ".join(f"XID {x}" + (f" ({XID_NAMES[x]})" if x in XID_NAMES else "") + (f" x{n}" if n > 1 else "")
@@ -195,14 +198,14 @@ def _gpu_problems(rank, host, before, after, peers_up, run_s):
     return out
 
 
-def _nic_problems(rank, host, before, after, peer_rate):
+def _nic_problems(rank: int, host: str, before: Any, after: Any, peer_rate: dict[Any, float]) -> list[Problem]:
     reads = [r for r in (after, before) if _ok(r)]
     if not reads:
         return []
     r0 = reads[0]
     nic = f"NIC {r0.get('device') or '?'}" + (f" port {r0['port']}" if r0.get("port") not in (None, 1) else "")
-    out = []
-    mk = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
+    out: list[Problem] = []
+    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
         Problem(kind, rank, host, nic, text, advice, finding, kw))
     for r in reads:
         state = r.get("state")
@@ -230,20 +233,20 @@ def _nic_problems(rank, host, before, after, peer_rate):
     return out
 
 
-def readings(doc):
+def readings(doc: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(rank, host, block) of every rank with a health block."""
     for i, r in enumerate(doc.get("ranks") or []):
         if isinstance(r, dict) and isinstance(r.get("health"), dict):
-            rank = r.get("rank") if isinstance(r.get("rank"), int) else i
+            rank = r["rank"] if isinstance(r.get("rank"), int) else i
             yield rank, str(r.get("host") or "?"), r["health"]
 
 
-def problems(doc) -> list:
+def problems(doc: dict[str, Any]) -> list[Problem]:
     """Every health problem the blocks show, per rank."""
     blocks = list(readings(doc))
     run_s = _run_s(doc)
-    peers_up: dict = {}
-    rates: dict = {}
+    peers_up: dict[Any, set[int]] = {}
+    rates: dict[Any, list[float]] = {}
     for _, _, h in blocks:
         for side in ("before", "after"):
             g = _d(_d(h.get("gpu")).get(side))
@@ -262,7 +265,7 @@ def problems(doc) -> list:
     return out
 
 
-def _ranks_of(f, doc):
+def _ranks_of(f: dict[str, Any], doc: dict[str, Any]) -> set[int]:
     if isinstance(f.get("ranks"), list):
         return {r for r in f["ranks"] if isinstance(r, int)}
     if isinstance(f.get("rank"), int):
@@ -276,18 +279,19 @@ def _ranks_of(f, doc):
     return set()
 
 
-def apply(doc, findings, make):
+def apply(doc: dict[str, Any], findings: list[dict[str, Any]],
+          make: Callable[..., dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(findings with causes, health findings added, checked summary). make: finding_kinds.finding."""
     probs = problems(doc)
     if not any(True for _ in readings(doc)):
         return findings, None
-    by_rank = {}
+    by_rank: dict[int, list[Problem]] = {}
     for p in probs:
         by_rank.setdefault(p.rank, []).append(p)
     for f in findings:
         if f.get("kind") in NO_CAUSE_KINDS:
             continue
-        causes = []
+        causes: list[str] = []
         for r in sorted(_ranks_of(f, doc)):
             for p in by_rank.get(r, []):
                 if p.text not in causes:
@@ -298,7 +302,7 @@ def apply(doc, findings, make):
     # a PCIe link the topology snapshot already named (trained_links: link-degraded) is not named twice
     named = {(f.get("host"), f.get("device")) for f in findings
              if f.get("kind") == "link-degraded" and f.get("link") == "pcie"}
-    seen = set()
+    seen: set[tuple[str, str, str]] = set()
     for p in probs:
         key = (p.host, p.device, p.kind)
         if not p.finding or key in seen or (p.kind == "gpu-pcie-degraded" and (p.host, p.device) in named
@@ -318,11 +322,11 @@ def apply(doc, findings, make):
     return findings, checked
 
 
-def present(doc) -> bool:
+def present(doc: dict[str, Any]) -> bool:
     return any(True for _ in readings(doc))
 
 
-def text_line(checked) -> list:
+def text_line(checked: dict[str, Any] | None) -> list[str]:
     """validate's line on the health readings (checked['health'])."""
     if not checked:
         return []
@@ -333,9 +337,9 @@ def text_line(checked) -> list:
             + (f"{len(probs)} problem(s)" if probs else "no problems")]
 
 
-def errors_between(before: dict, after: dict) -> dict:
+def errors_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
     """{counter: increase} of the error counters that rose between two readings."""
-    out = {}
+    out: dict[str, int] = {}
     for sub in ("counters", "hw_counters"):
         b, a = before.get(sub) or {}, after.get(sub) or {}
         for k, v in a.items():
