@@ -42,7 +42,7 @@ def room_of(module: str):
     return parts[1] if parts[1] != "__init__" else None
 
 
-@functools.lru_cache(maxsize=None)     # each test reads the same tree: parsed once
+@functools.cache     # each test reads the same tree: parsed once
 def modules(top: Path) -> tuple:
     """((path, module name, its ast), ...) of every module under top/comm_bench."""
     out = []

@@ -99,7 +99,7 @@ def megatron_pieces(layer, x, iters, repeats):
             with torch.no_grad():
                 f = timed(lambda: fn(*ins), iters, repeats)
             fb = timed(fwd_bwd(fn, ins), iters, repeats)
-        except Exception as exc:                # one piece's failure is recorded, the others still run
+        except Exception as exc:  # noqa: BLE001 -- one piece's failure is recorded, the others still run
             pieces[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"  megatron {name:26s} {pieces[name]['error']}", flush=True)
             return

@@ -33,7 +33,7 @@ def with_left_out(text, left):
     """validate's text report with the left-out sizes said under its first line (the verdict)."""
     if not left:
         return text
-    from ..views.table import fit, fit_lines
+    from ..views.table import fit
     head, _, rest = text.partition("\n")
     said = fit(f"  left out: {', '.join(human_size(s) for s in left['sizes'])}, {left['why']}", 4)
     return "\n".join([head, said] + ([rest] if rest else []))
@@ -76,7 +76,6 @@ def several(paths, rules, as_json, given):
             f["document"] = name
             f["message"] = f"{name}: {f['message']}"
         rep["left_out"] = left_out(doc, pairs, rep, rules)
-        from ..views import expected
         rep["expected"] = expected.compare(doc, given.get("profile"))
         done.append({"document": name, "status": rep["status"], "report": rep, "code": exit_code(rep),
                      "doc": doc, "said": said})

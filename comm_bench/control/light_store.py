@@ -39,7 +39,7 @@ class StoreRefused(ConnectionError):
     """The store refused a request (a quiet SET's refusal names its key)."""
 
 
-def _read_frame(sock, views: bool = False, extra: bytearray | None = None):
+def _read_frame(sock: socket.socket, views: bool = False, extra: bytearray | None = None) -> tuple[int, list[Any]]:
     """One frame: a small one in a single recv; a large one into a buffer of its size.
     extra: bytes already read past the last frame, and where this call leaves what it reads
     past its own (a quiet SET's refusal and the next answer can arrive in one recv); without
@@ -98,7 +98,7 @@ class LightStore:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._poll = select.poll()        # has a quiet SET's refusal arrived? (never waits)
         self._poll.register(self._sock, select.POLLIN)
-        self._timeout_now = None
+        self._timeout_now: float | None = None
         self._extra = bytearray()         # bytes read past the last frame
         try:
             self._sock.settimeout(max(1.0, timeout))
@@ -113,7 +113,8 @@ class LightStore:
                                   f"({exc})") from None
         self._call(AUTH, (proof(secret, challenge),))
 
-    def _call(self, op: int, fields, wait_s: float = 0.0, views: bool = False, answered: bool = True):
+    def _call(self, op: int, fields: Iterable[str | bytes], wait_s: float = 0.0, views: bool = False,
+              answered: bool = True) -> list[Any]:
         """answered=False: a SET_QUIET, sent without waiting (only a refusal comes back)."""
         limit = wait_s + max(1.0, self.timeout)      # the server answers a wait itself
         refused, status, out = None, None, None
@@ -142,19 +143,19 @@ class LightStore:
         if not answered:
             if status is not None:
                 raise ConnectionError(f"the rendezvous store answered a quiet SET (status {status})")
-            return None
+            return []
         if status == TIMED_OUT:
             raise TimeoutError(f"timed out after {wait_s:.0f} s waiting for the rendezvous store's keys")
         if status != OK:
             why = bytes(out[0]).decode(errors="replace") if out else "no reason given"
             raise StoreRefused(f"the rendezvous store refused a request ({why})")
-        return out
+        return out or []
 
     @staticmethod
     def _ms(seconds: float) -> str:
         return str(max(0, int(seconds * 1e3)))
 
-    def set(self, key: str, value) -> None:
+    def set(self, key: str, value: str | bytes) -> None:
         self._call(SET_QUIET, (key, value), answered=False)
 
     def get(self, key: str) -> bytes:

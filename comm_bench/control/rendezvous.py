@@ -116,7 +116,7 @@ class Store:
         return None
 
     # -- plain key/value -------------------------------------------------
-    def set(self, key: str, value, confirmed: bool = False) -> None:
+    def set(self, key: str, value: str | bytes, confirmed: bool = False) -> None:
         """confirmed: return only once the store holds it. A set is not answered (neither
         store answers one), so a process that exits right after it could be seen gone by
         another before its value is there; a request with an answer on the same connection,

@@ -296,14 +296,14 @@ class StoreServer:
         return int(max(1, min(4 + size - len(conn.inbox), 1 << 20)))
 
     @staticmethod
-    def _frame_in_hand(conn) -> bool:
+    def _frame_in_hand(conn: _Conn) -> bool:
         """The inbox holds a whole frame, or a length _serve will refuse: read no further."""
         if len(conn.inbox) < 4:
             return False
         (size,) = _LEN.unpack_from(conn.inbox)
         return not 1 <= size <= conn.limit - 4 or len(conn.inbox) >= 4 + size
 
-    def _serve(self, conn):
+    def _serve(self, conn: _Conn) -> None:
         """Answer the inbox's whole frames in turn until one must wait or a reply is still
         being sent: a connection has one request in hand at a time."""
         while conn.fd in self._conns and conn.waiter is None and not conn.outbox and len(conn.inbox) >= 4:
@@ -328,7 +328,7 @@ class StoreServer:
                 self._send(conn, reply)
         self._update(conn)
 
-    def _send(self, conn, data: bytes):
+    def _send(self, conn: _Conn, data: bytes) -> None:
         sent = 0
         if conn.outbox:
             data = bytes(conn.outbox) + data
@@ -386,7 +386,7 @@ class StoreServer:
             held, self._held = list(self._held.values()), {}
             self._woken += held
 
-    def _update(self, conn):
+    def _update(self, conn: _Conn) -> None:
         """Wait to write while a reply is unsent; else to read, unless the connection waits (a
         GET, a WAIT, room for replies) with a whole frame in hand already. A waiting connection
         stays registered: unregistering and registering it again cost two epoll calls per wait
@@ -480,7 +480,7 @@ class StoreServer:
             return _SET_OK
         return frame(REFUSED, (b"an unknown request",))      # not reached: _FIELDS names every op
 
-    def _set(self, key: bytes, value: bytes):
+    def _set(self, key: bytes, value: bytes) -> str | None:
         """Store and wake the key's waiters; None, or why the SET is refused."""
         old = self.data.get(key)
         grown = len(key) + len(value) - (0 if old is None else len(key) + len(old))
@@ -536,7 +536,7 @@ class StoreServer:
         heapq.heappush(self._deadlines, (time.monotonic() + timeout_ms / 1e3, next(self._order), w))
         return None
 
-    def _reply(self, reply_key):
+    def _reply(self, reply_key: bytes | None) -> bytes:
         # a WAIT's answer is one shared object: 4,096 waiters woken at once add no 4,096 replies
         return _SET_OK if reply_key is None else frame(OK, (self.data[reply_key],))
 

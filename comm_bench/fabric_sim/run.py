@@ -42,7 +42,7 @@ class SimRun:
 
     def __init__(self, fabric, cfg: SimConfig, meta, stream, echo):
         self.fabric, self.cfg, self.meta, self.stream, self.say = fabric, cfg, meta, stream, echo
-        self.records = []
+        self.records: list[str] = []       # JSON lines, as the sweep's writers keep them
         self.rng = np.random.default_rng(cfg.seed)
         self.elem = ops_mod.dtype_size(cfg.dtype)
         self.clock = 0.0            # simulated seconds since the start

@@ -69,8 +69,9 @@ def library_versions() -> dict[str, Any]:
     return out
 
 
-def new_document(*, transport: str, world_size: int, pattern: str, options: dict,
-                 ranks: list, hosts: list, link_kind: str, command=None) -> dict:
+def new_document(*, transport: str, world_size: int, pattern: str, options: dict[str, Any],
+                 ranks: list[Any], hosts: list[Any], link_kind: str,
+                 command: list[str] | None = None) -> dict[str, Any]:
     """link_kind: what the transport's data crosses (its class's link_kind, links.LINK_KINDS),
     recorded here and in each record so that readers need no transport."""
     return {
@@ -100,7 +101,7 @@ class ResultsWriter:
         self._last = 0.0
         self._write()
 
-    def append(self, record: dict) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         self.records.append(serialised(record, self.meta))
         if self._size < BIG_DOCUMENT or time.monotonic() - self._last >= 1.0:
             self._write()
@@ -156,7 +157,7 @@ class StreamingWriter:
     def _header(self, sync: bool = False) -> None:
         write_header(self._target, self.path, dict(self.meta, results=[]), sync=sync)   # full disk: in place
 
-    def append(self, record: dict) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         line = serialised(record, self.meta)
         self.stream.append_lines([line])
         self.records.append(line)
@@ -181,7 +182,7 @@ class StreamingWriter:
             self._target.close()
 
 
-def serialised(record: dict, meta: dict) -> str:
+def serialised(record: dict[str, Any], meta: dict[str, Any]) -> str:
     """One record's line as the writers keep it, with the run's link_kind (a record kept from
     an earlier attempt of the same run gets it too)."""
     if meta.get("link_kind") is not None:
@@ -189,7 +190,7 @@ def serialised(record: dict, meta: dict) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
-def render(meta: dict, records: list) -> bytes:
+def render(meta: dict[str, Any], records: list[str]) -> bytes:
     """The document text: the header fields, then one serialised record per line."""
     head = json.dumps({k: v for k, v in meta.items() if k != "results"}, indent=1)[:-1].rstrip()
     body = "\n  " + ",\n  ".join(records) if records else ""

@@ -69,7 +69,7 @@ LINK_KIND_BEFORE_RECORDED = {"tcp": "cpu", "gloo": "cpu", "mpi": "cpu", "grpc": 
                              "cuda": "gpu", "nccl": "gpu", "torch-nccl": "gpu"}
 
 
-def link_kind(doc):
+def link_kind(doc: dict[str, Any]) -> str | None:
     """What the run's data crossed (links.LINK_KINDS): as the writer recorded it in the header or
     (a header without it) in the first record; for an older document, its transport's kind as
     of then; None for a transport this version does not know."""
@@ -80,7 +80,7 @@ def link_kind(doc):
     return kind or LINK_KIND_BEFORE_RECORDED.get(str(doc.get("transport") or "").lower())
 
 
-def superseded(rec):
+def superseded(rec: dict[str, Any]) -> str | None:
     """Why a record's figure came from a method since found wrong (one line), or None.
     Known by what the record holds: the method that replaced it writes a field the old
     one never did. Only a new run corrects such a record."""

@@ -4,6 +4,8 @@ one pair a round, and rank 0 says what validate makes of them (validate.said). I
 the run only through the PairRunner interface (pair_runner.py)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .pair_runner import PairRunner
 
 
@@ -14,7 +16,10 @@ def run_phase(run: PairRunner, op: str, first_round: int = 0) -> None:
     from ..validate.rules import load_rules
     from ..views.table import prose       # 80 columns on a terminal, whole lines into a pipe
 
-    rounds = sus = good = rules = None
+    rounds: list[Any] | None = None
+    sus: list[dict[str, Any]] = []      # rank 0's: the others get the rounds alone
+    good: list[int] = []
+    rules: dict[str, Any] = {}
     mode = run.cfg.mode
     if run.rank == 0:
         rules = load_rules(run.cfg.rules)

@@ -18,7 +18,10 @@ class ConfirmSettings(Protocol):
 
 class PairRunner(Protocol):
     rank: int               # rank 0 plans and judges; every rank measures
-    cfg: ConfirmSettings
+
+    @property
+    def cfg(self) -> ConfirmSettings:
+        """The run's options (read only here)."""
 
     def sizes(self, op: str) -> list[tuple[int, list[int]]]:
         """(size measured, sizes asked for it) of op, smallest first."""

@@ -2,6 +2,8 @@
 that holds nothing to check. Shared by checks.check, the diagnosis modules beside it and the baseline."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import EXIT_FAILED, EXIT_OK, EXIT_UNCONFIRMED, UsageError
 
 
@@ -34,7 +36,7 @@ def status(report: dict[str, Any]) -> str:
     return "unconfirmed" if d.get("unconfirmed_suspects") or d.get("unconfirmed_findings") else "pass"
 
 
-def exit_code(report):
+def exit_code(report: dict[str, Any]) -> int:
     return {"fail": EXIT_FAILED, "unconfirmed": EXIT_UNCONFIRMED, "pass": EXIT_OK}[status(report)]
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..results.records import measured_gbs, pair_records
-from .finding_kinds import EXIT_UNCONFIRMED, finding
+from ..errors import EXIT_UNCONFIRMED
+from .finding_kinds import finding
 from .rules import document_outlier_rules
 from . import fabric, trained_links as topology
 from .stats import confidence, signed_rank_p

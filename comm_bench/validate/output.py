@@ -65,7 +65,8 @@ def _against(g: dict[str, Any], none: str = "peers only") -> str:
     return f"{theo}, {exp}"
 
 
-def write_outputs(report, doc, junit=None, drain_list=None, prometheus=None, rows=None):
+def write_outputs(report: dict[str, Any], doc: dict[str, Any], junit: str | None = None, drain_list: str | None = None,
+                  prometheus: str | None = None, rows: list[Any] | None = None) -> list[Any]:
     """validate's files (each only when asked for); returns the per-node rows (drain.hosts,
     or those given: several documents' merged, commands/validate_merge.py)."""
     from . import drain

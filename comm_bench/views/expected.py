@@ -109,7 +109,7 @@ def compare(doc, profile=None) -> list:
     gpus = _gpus(lm, doc)
     out = []
     for op, recs in sorted(_groups(doc).items(), key=lambda kv: str(kv[0])):
-        links = {}
+        links: dict[tuple, list] = {}
         for r in recs:
             links.setdefault(_link(lm, doc, r), []).append(_measured(r))
         for (cls, rate), vals in sorted(links.items(), key=lambda kv: str(kv[0])):
