@@ -12,7 +12,7 @@ from cbtest import run_cli
 from test_compare_noise import SIZES, crafted, compare_json, files
 
 from comm_bench.validate import stats
-from comm_bench.validate.compare import repeats_below_p
+from comm_bench.validate.compare import paired_below_p, repeats_below_p
 
 # whole-run factors of identical runs: sd of log ~0.12, as measured on namespace tcp
 WIGGLE_A = (1.0, 0.85, 1.1, 0.95, 1.05)
@@ -72,6 +72,42 @@ def test_a_slower_link_fails_with_repeats(tmp_path):
     b14 = group(tmp_path, "c", [0.9 * f for f in WIGGLE_B])
     out = compare_json(*a, *b14, args=("--repeats", "5"), rc=0)
     assert out["summary"][0]["worse"] == 0 and out["summary"][0]["noise"] == 5
+
+
+# turns whose machine state moves both runs alike (a CPU-bound link: 1-3 GB/s run to run)
+TURNS = (1.0, 0.6, 1.25, 0.7, 1.1, 0.55, 1.3, 0.8, 1.0, 0.65)
+
+
+def test_paired_test_against_hand_computed_values():
+    a, b = [0.0, 0.5, -0.4, 0.2], [-0.25, 0.2, -0.6, -0.1]
+    d = [y - x for x, y in zip(a, b)]
+    t = statistics.fmean(d) / (statistics.stdev(d) / 2)
+    assert paired_below_p(a, b, 0.0) == pytest.approx(stats.t_cdf(t, 3), rel=1e-9)
+    d = [y + 0.1 - x for x, y in zip(a, b)]          # the margin moves b
+    assert paired_below_p(a, b, -0.1) == pytest.approx(stats.t_cdf(statistics.fmean(d) / (statistics.stdev(d) / 2), 3))
+
+
+def test_paired_turns_see_a_slower_link_that_the_turns_spread_hides(tmp_path):
+    """Runs made in turns, each turn's two runs moved alike by the machine: a link 20%
+    slower is within noise for Welch's t over the groups (the turns' spread, sd of log
+    0.3, swamps it) and worse at every size for the paired test; identical turns (3%
+    apart) pass either way; --paired without repeats is bad input."""
+    a = group(tmp_path, "a", TURNS)
+    slow = group(tmp_path, "s", [0.8 * f * (1.02 if i % 2 else 0.98) for i, f in enumerate(TURNS)])
+    same = group(tmp_path, "e", [f * (1.03 if i % 2 else 0.97) for i, f in enumerate(TURNS)])
+    welch = compare_json(*a, *slow, args=("--repeats", "10"), rc=0)
+    assert welch["summary"][0]["worse"] == 0 and welch["summary"][0]["noise"] == 5
+    out = compare_json(*a, *slow, args=("--repeats", "10", "--paired"), rc=1)
+    judged = [r["change"][0] for r in out["rows"]]
+    assert [c["verdict"] for c in judged] == ["worse"] * 5 and out["paired"] is True
+    assert {c["row_test"] for c in judged} == {"repeats-paired-log"}
+    assert {c["series_test"] for c in judged} == {"repeats-paired-levels"}
+    for args in (("--repeats", "10"), ("--repeats", "10", "--paired")):
+        assert compare_json(*a, *same, args=args, rc=0)["summary"][0]["worse"] == 0
+    text = run_cli("compare", *a, *slow, "--repeats", "10", "--paired", "--wide", check_rc=1).stdout
+    assert "differences of the runs made in turns" in text
+    p = run_cli("compare", a[0], slow[0], "--paired", check_rc=2)
+    assert "--paired needs --repeats" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_validate_baseline_repeats(tmp_path):

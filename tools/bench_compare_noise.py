@@ -42,11 +42,15 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+PAIRED = []             # --paired: the link trials' repeats are judged in their turns (compare --paired)
+
+
 def compare(a, b, repeats=1):
     """(exit code, compare's JSON, what the old fixed-tolerance rule said: any judged row
     more than 10% worse = FAIL). a, b: a file each, or lists of repeats."""
     files = [str(f) for side in (a, b) for f in (side if isinstance(side, list) else [side])]
-    p = sh([CB, "compare", *files, "--json", "--repeats", str(repeats)], timeout=120)
+    p = sh([CB, "compare", *files, "--json", "--repeats", str(repeats), *(PAIRED if repeats > 1 else [])],
+           timeout=120)
     out = json.loads(p.stdout)
     old_fail = any(c and c["busbw"] is not None and c["busbw"] < -out["tolerance"] and r["size"] >= JUDGED
                    for r in out["rows"] for c in r["change"][:1])
@@ -134,27 +138,36 @@ def ns_sweep(fab, out, extra=()):
     return json.loads(out.read_text())
 
 
-def link_trials(trials, rate, work, label, repeats=1):
-    """Per trial: base run(s), the same again, then 80% of what the base run measured
-    (with repeats: the median of 3 probe runs before them); with repeats the three interleaved (base, again, slow, base, ...) so that a
-    change of load on the machine falls on every side alike."""
+def link_trials(trials, rate, work, label, repeats=1, calibrate="probe"):
+    """Per trial: base run(s), the same again, then 80% of what the base run measured.
+    With repeats the three sides interleave so that a change of load on the machine falls
+    on every side alike; the slow rate comes from the median of 3 probe runs before them
+    (calibrate "probe"), or, before each slow run, from the base run just before it
+    (calibrate "each": an unshaped, CPU-bound link moves 1-3 GB/s from run to run, and a
+    cap set from earlier runs then often does nothing)."""
     out = []
     with netns_fabric.Fabric(2, prefix="cbnoise", subnet="10.77.139") as fab:
         for t in range(trials):
             files = {k: [work / f"{label}{t}{k}{i}.json" for i in range(repeats)] for k in ("base", "again", "slow")}
             tbf(fab, rate)
-            if repeats > 1:     # the slow rate from 3 probe runs: one run's luck would set the change
+            if repeats > 1 and calibrate == "probe":     # one run's luck would set the change
                 probes = [ns_sweep(fab, work / f"{label}{t}probe{i}.json") for i in range(3)]
                 measured = statistics.median(r["busbw"] for d in probes for r in judged(d))
+            rates = []
             for i in range(repeats):
                 tbf(fab, rate)
+                if calibrate == "each":
+                    ns_sweep(fab, files["again"][i])
                 base = ns_sweep(fab, files["base"][i])
-                ns_sweep(fab, files["again"][i])
-                if i == 0 and repeats == 1:
+                if calibrate != "each":
+                    ns_sweep(fab, files["again"][i])
+                if calibrate == "each" or (i == 0 and repeats == 1):
                     measured = statistics.median(r["busbw"] for r in judged(base))       # GB/s of TCP payload
                 slow_rate = f"{int(measured * 0.8 * 8e3 * WIRE)}mbit"
+                rates.append(slow_rate)
                 tbf(fab, slow_rate)
                 ns_sweep(fab, files["slow"][i])
+            slow_rate = rates[0] if len(set(rates)) == 1 else f"{rates[0]}..{rates[-1]}"
             rc_slow, cmp_slow, old_slow = compare(files["base"], files["slow"], repeats)
             rc_same, cmp_same, old_same = compare(files["base"], files["again"], repeats)
             ratio = statistics.median(1 + r["change"][0]["busbw"] for r in cmp_slow["rows"] if r["size"] >= JUDGED)
@@ -175,6 +188,10 @@ def main():
     ap.add_argument("--rate", default="2gbit", help="the namespace link's base rate (tc tbf)")
     ap.add_argument("--unshaped", action="store_true", help="also trials with the base runs unshaped")
     ap.add_argument("--repeats", type=int, default=1, help="runs per side in the link trials (compare --repeats)")
+    ap.add_argument("--calibrate", choices=("probe", "each"), default="probe",
+                    help="the slow rate with repeats: 80%% of 3 probe runs, or of the base run just before each slow run")
+    ap.add_argument("--paired", action="store_true",
+                    help="judge the repeats in their turns (compare --paired): the link trials interleave their sides")
     ap.add_argument("--skip-local", action="store_true", help="skip 1 (the identical local pairs)")
     ap.add_argument("--skip-shaped", action="store_true", help="skip 2 (the link shaped for the base runs)")
     ap.add_argument("--local-repeats", type=int, default=1, help="runs per side in 1 (compare --repeats)")
@@ -183,6 +200,8 @@ def main():
     ap.add_argument("--json", dest="json_out", help="write every figure here")
     ap.add_argument("--keep", help="keep the results documents in this folder")
     a = ap.parse_args()
+    if a.paired:
+        PAIRED[:] = ["--paired"]
     if a.nice is not None:
         NICE[:] = ["nice", "-n", str(a.nice)]
     work = Path(a.keep or tempfile.mkdtemp(prefix="cbnoise-"))
@@ -208,13 +227,13 @@ def main():
         if not a.skip_shaped:
             print(f"# 2. a namespace link at {a.rate}, then at 80% of what it measured: {a.trials} trials, "
                   f"{a.repeats} run(s) a side")
-            report["link"] = t = link_trials(a.trials, a.rate, work, "shaped", a.repeats)
+            report["link"] = t = link_trials(a.trials, a.rate, work, "shaped", a.repeats, a.calibrate)
             print(f"  FAIL (exit 1) at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; "
                   f"the same rate again PASS (exit 0): {sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
         if a.unshaped:
             print(f"# 3. the namespace link unshaped, then at 80% of what it measured: {a.trials} trials, "
                   f"{a.repeats} run(s) a side")
-            report["unshaped"] = t = link_trials(a.trials, None, work, "unshaped", a.repeats)
+            report["unshaped"] = t = link_trials(a.trials, None, work, "unshaped", a.repeats, a.calibrate)
             print(f"  FAIL at 80%: {sum(x['slow_rc'] == 1 for x in t)} of {len(t)}; unshaped again PASS: "
                   f"{sum(x['same_rc'] == 0 for x in t)} of {len(t)}")
     if a.json_out:

@@ -29,10 +29,14 @@ from .run_options import wide_option
               help="The files are runs of N repeats each, in order (compare --repeats 5 a*.json b*.json: "
                    "A = the first 5): the row test then uses the spread between repeats, which one run's "
                    "iterations cannot show (a whole run shifted by the scheduler).")
+@click.option("--paired", is_flag=True,
+              help="With --repeats: the runs were made in turns (A1 B1 A2 B2 ...), and the i-th of each side "
+                   "are judged together (Student's t on their differences), which cancels what the machine "
+                   "did to both runs of a turn.")
 @click.option("--op", "ops", default=None, help="Only these ops (comma separated).")
 @click.option("--size", "sizes", default=None, help="Only these sizes (comma separated, K/M/G).")
 @wide_option()
-def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats, ops, sizes, wide):
+def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats, paired, ops, sizes, wide):
     """Per op, mode and size: busbw, median and p99 latency of every run (medians over
     pairs) and their change from the first run, marked better / worse beyond --tolerance
     where the data support it at --confidence, "noise" where they do not.
@@ -55,9 +59,11 @@ def compare(results, as_json, html_out, tolerance, confidence, min_size, repeats
         raise UsageError(common)
     if len(docs) % repeats:
         raise UsageError(f"--repeats {repeats}: {len(docs)} files do not make whole runs of {repeats}")
+    if paired and repeats < 2:
+        raise UsageError("--paired needs --repeats 2 or more (the turns to pair)")
     groups = [(_group_name([n for n, _ in docs[i:i + repeats]]), [d for _, d in docs[i:i + repeats]])
               for i in range(0, len(docs), repeats)]
-    out = run(groups if repeats > 1 else docs, tolerance, parse_size(min_size, "--min-size"), confidence)
+    out = run(groups if repeats > 1 else docs, tolerance, parse_size(min_size, "--min-size"), confidence, paired)
     from ..views.compare_table import narrow
     click.echo(json.dumps(out, indent=1) if as_json else format_text(out) if wide else narrow(out))
     if html_out:

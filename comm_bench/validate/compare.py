@@ -23,6 +23,11 @@ repeated side's spread for both), which sees the between-run noise that one run'
 iterations cannot; the series' test is then the same t-test on the repeats' levels (each
 repeat's mean log figure over the op's judged sizes) in place of the signed-rank test, so
 a slower link need not be beyond the tolerance at every size, only on the whole.
+Repeats made in turns (`compare --repeats N --paired`: A1 B1 A2 B2 ...) are judged by the
+i-th run of each side together: Student's t on their differences (N - 1 df), which cancels
+what the machine did to both runs of a turn; on a CPU-bound link whose rate moves 1-3
+GB/s from run to run, that spread is most of the noise. (The test stays valid for runs not
+made in turns, with fewer degrees of freedom than Welch's.)
 A change beyond the tolerance that the tests do not support is "noise" (within noise):
 shown, never a failure. `compare` exits 1 when any later run is worse somewhere (a gate).
 docs/benchmarks/compare-noise.md has the measurements behind this.
@@ -47,10 +52,10 @@ RANK_SUM_MIN = 3              # records per run for the rank-sum row test: 3 + 3
 TEST = {"row": "one-sided Welch t-test on log figures (standard error: per-iteration stdev/avg/sqrt(iters)); "
                f"Wilcoxon rank-sum over the records' figures where both runs have {RANK_SUM_MIN}+ records; "
                "with repeats, Welch's t over the repeats' log figures (one side a single run: Student's t "
-               "with the repeated side's spread)",
+               "with the repeated side's spread); --paired: Student's t on the turns' differences",
         "series": "one-sided Wilcoxon signed-rank test over the log ratios of every judged size of the "
                   "row's op, mode and buffer; with repeats, Welch's t over the repeats' levels (their mean log "
-                  "figure over those sizes)",
+                  "figure over those sizes); --paired: Student's t on the turns' differences of levels",
         "rule": "worse (better) = both tests reject 'the change is within the tolerance' (one-sided, in "
                 "that direction) at the confidence; a change beyond the tolerance otherwise = within noise",
         "assumptions": "iterations of one record independent; sizes of one run independent given a "
@@ -154,6 +159,20 @@ def repeats_below_p(a_logs: Sequence[float], b_logs: Sequence[float], margin: fl
     return t_cdf((mb - ma) / se, n - 1)
 
 
+def paired_below_p(a_logs: Sequence[float], b_logs: Sequence[float], margin: float) -> float:
+    """One-sided p that b's log figure less margin lies below a's, from runs made in turns
+    (a_logs[i] next to b_logs[i]): Student's t on the differences, n - 1 df."""
+    d = [b - margin - a for a, b in zip(a_logs, b_logs, strict=True)]
+    sd = max(statistics.stdev(d), 1e-6)     # identical turns: a spread of 0 would make any change certain
+    return t_cdf(statistics.fmean(d) / (sd / math.sqrt(len(d))), len(d) - 1)
+
+
+def _below_p(a_logs: Sequence[float], b_logs: Sequence[float], margin: float, paired: bool) -> float | None:
+    if paired and len(a_logs) == len(b_logs) >= 2:
+        return paired_below_p(a_logs, b_logs, margin)
+    return repeats_below_p(a_logs, b_logs, margin)
+
+
 def change(new: float | None, old: float | None) -> float | None:
     """Relative change (new - old) / old, or None."""
     if new is None or old is None or old == 0:
@@ -168,14 +187,17 @@ def _margins(tolerance: float, higher_is_better: bool) -> tuple[float | None, fl
     return (lo, hi) if higher_is_better else (-hi, -lo if lo is not None else None)
 
 
-def _row_p(old: dict[str, Any], new: dict[str, Any], sign: int, margin: float) -> tuple[str | None, float | None]:
+def _row_p(old: dict[str, Any], new: dict[str, Any], sign: int, margin: float,
+           paired: bool = False) -> tuple[str | None, float | None]:
     """The row's own test: (name, p) for "new's log gain over old is below margin"
-    (sign: +1 when a higher figure is better)."""
+    (sign: +1 when a higher figure is better; paired: repeats made in turns)."""
     fig = "busbw" if sign > 0 else "p50_us"
     ro, rn = old.get("repeat_logs") or [], new.get("repeat_logs") or []
     if max(len(ro), len(rn)) >= 2:      # repeats: their spread is the between-run noise
         ro = [sign * x for x in ro] or [sign * math.log(old[fig])]
         rn = [sign * x for x in rn] or [sign * math.log(new[fig])]
+        if paired and len(ro) == len(rn):
+            return "repeats-paired-log", paired_below_p(ro, rn, margin)
         return "repeats-welch-log", repeats_below_p(ro, rn, margin)
     vo, vn = old.get("values") or [], new.get("values") or []
     if len(vo) >= RANK_SUM_MIN and len(vn) >= RANK_SUM_MIN:
@@ -194,7 +216,8 @@ def needed_sizes(confidence: float) -> int:
 
 def judge(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]],
           tolerance: float = DEFAULT_TOLERANCE, min_size: int = DEFAULT_MIN_SIZE,
-          confidence: float = DEFAULT_CONFIDENCE) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
+          confidence: float = DEFAULT_CONFIDENCE,
+          paired: bool = False) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
     """The one judgement of a later run against a base (compare and validate --baseline):
     old, new from summarise(doc, samples=True). Returns ({key: {"verdict": better | worse |
     same | noise, "change", "confidence", "p_row", "p_series", "row_test"}} for the judged
@@ -220,14 +243,14 @@ def judge(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...],
         if (hi if up else lo) is None:
             name, p_row = None, 1.0
         elif up:                # better: the mirror of worse (old's gain over new below -hi)
-            name, p_row = _row_p(new[key], old[key], sign, -hi)  # type: ignore[operator]  # not None: tested above
+            name, p_row = _row_p(new[key], old[key], sign, -hi, paired)  # type: ignore[operator]  # not None: tested above
         else:
-            name, p_row = _row_p(old[key], new[key], sign, lo)  # type: ignore[arg-type]  # not None: tested above
+            name, p_row = _row_p(old[key], new[key], sign, lo, paired)  # type: ignore[arg-type]  # not None: tested above
         rows[key] = {"change": (b - a) / a, "row_test": name, "up": up, "p_row": p_row}
         ser = series.setdefault((op, mode, buffer), {"gains": [], "keys": [], "sign": sign, "lo": lo, "hi": hi})
         ser["gains"].append(gain)
         ser["keys"].append(key)
-    p_series = {k: _series_p(old, new, s) for k, s in series.items()}
+    p_series = {k: _series_p(old, new, s, paired) for k, s in series.items()}
     for key, r in rows.items():
         (p_worse, p_better), series_test = p_series[(key[0], key[1], key[3])]
         p_row, p_ser = r["p_row"], p_better if r.pop("up") else p_worse
@@ -257,7 +280,7 @@ def _levels(side: dict[tuple[Any, ...], dict[str, Any]], keys: list[tuple[Any, .
 
 
 def _series_p(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, ...], dict[str, Any]],
-              s: dict[str, Any]) -> tuple[tuple[float, float], str]:
+              s: dict[str, Any], paired: bool = False) -> tuple[tuple[float, float], str]:
     """((p worse, p better), the test's name) for one op's judged sizes. Single runs: the
     signed-rank test over the sizes' log ratios less the tolerance. Repeats: Welch's t on the
     repeats' levels (the mean over the sizes), which sees the between-run noise itself, so
@@ -265,9 +288,10 @@ def _series_p(old: dict[tuple[Any, ...], dict[str, Any]], new: dict[tuple[Any, .
     lo, hi = s["lo"], s["hi"]
     vo, vn = _levels(old, s["keys"], s["sign"]), _levels(new, s["keys"], s["sign"])
     if max(len(vo), len(vn)) >= 2:
-        worse = 1.0 if lo is None else repeats_below_p(vo, vn, lo)
-        better = repeats_below_p(vn, vo, -hi) if hi is not None else 1.0
-        return (worse, better), "repeats-welch-levels"  # type: ignore[return-value]  # both sides have 1+: not None
+        worse = 1.0 if lo is None else _below_p(vo, vn, lo, paired)
+        better = _below_p(vn, vo, -hi, paired) if hi is not None else 1.0
+        name = "repeats-paired-levels" if paired and len(vo) == len(vn) else "repeats-welch-levels"
+        return (worse, better), name  # type: ignore[return-value]  # both sides have 1+: not None
     return ((1.0 if lo is None else signed_rank_p([g - lo for g in s["gains"]]),
              1.0 if hi is None else signed_rank_p([hi - g for g in s["gains"]])), "signed-rank")
 
@@ -281,14 +305,14 @@ def _round(p: float | None) -> float | None:
 
 
 def compare(named_docs: list[tuple[str, Any]], tolerance: float = DEFAULT_TOLERANCE, min_size: int = DEFAULT_MIN_SIZE,
-            confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
+            confidence: float = DEFAULT_CONFIDENCE, paired: bool = False) -> dict[str, Any]:
     """[(name, doc or [repeats' docs])] -> {"runs": [{name, transport, world_size, repeats}], "rows": [{op, mode, size,
     runs: [figures or None], change: [{figure: relative change vs the first run, "verdict",
     "confidence", "p_row", "p_series", "row_test"}]}], "summary": [per later run: {better,
     worse, same, noise, worst, notes}], "confidence", "test", "status": pass | fail}"""
     groups = [doc if isinstance(doc, list) else [doc] for _, doc in named_docs]
     sums = [summarise_group(g) for g in groups]
-    judged = [judge(sums[0], s, tolerance, min_size, confidence) for s in sums[1:]]
+    judged = [judge(sums[0], s, tolerance, min_size, confidence, paired) for s in sums[1:]]
     keys = sorted({k for s in sums for k in s}, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
     rows: list[dict[str, Any]] = []
     for key in keys:
@@ -303,7 +327,7 @@ def compare(named_docs: list[tuple[str, Any]], tolerance: float = DEFAULT_TOLERA
              "repeats": len(g)} for (name, _), g in zip(named_docs, groups)]
     summary = [dict(_summary(rows, i), notes=j[1]) for i, j in enumerate(judged)]
     return {"runs": runs, "rows": rows, "tolerance": tolerance, "min_size": min_size, "confidence": confidence,
-            "test": TEST, "summary": summary, "status": "fail" if any(s["worse"] for s in summary) else "pass"}
+            "paired": paired, "test": TEST, "summary": summary, "status": "fail" if any(s["worse"] for s in summary) else "pass"}
 
 
 def _summary(rows: list[dict[str, Any]], i: int) -> dict[str, Any]:
@@ -389,7 +413,8 @@ def summary_lines(result: dict[str, Any], letters: list[str]) -> list[str]:
                    f"{s['noise']} within noise (busbw from {floor}, median latency of lat rows){worst}")
         out += [f"# {x} vs {letters[0]}: note: {n}" for n in s["notes"]]
     repeats = any(r.get("repeats", 1) > 1 for r in result["runs"])
-    row = ("Welch's t over the repeats' log figures, the between-run spread" if repeats else
+    row = ("Student's t on the differences of the runs made in turns" if repeats and result.get("paired") else
+           "Welch's t over the repeats' log figures, the between-run spread" if repeats else
            f"Welch's t on log figures with each run's per-iteration spread; rank-sum over the records where each "
            f"run has {RANK_SUM_MIN}+")
     series = ("the same t-test on the repeats' mean over the op's judged sizes" if repeats else
