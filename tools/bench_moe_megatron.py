@@ -17,24 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 
 def timed(fn, iters, repeats):
+    """bench_launch_overhead's timing loop (one for both benchmarks) after a warm-up call."""
     import torch
+
+    from bench_launch_overhead import timed as median_s      # tools/ is the script's own folder
     fn()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / iters)
-    return statistics.median(out)
+    return median_s(fn, iters, repeats)
 
 
 def setup():
