@@ -148,6 +148,8 @@ def test_every_command_prose_fits_80_columns(tmp_path):
     rc, out = run_tty("sweep", "-t", "tcp", "--nprocs", "2", "-b", "1M", "-e", "1M", "-n", "3", "-w", "1",
                       "--no-progress", "-o", "v.json", cwd=tmp_path)
     assert "# verdict: " in out, out[-1000:]
+    # the default confirm phase's line and the results line wrap too (no suspects: 87 characters)
+    assert "# confirm" in out and not _wide_lines(out, ()), _wide_lines(out, ())
     for cmd in ("", "sweep", "check", "report", "validate", "compare", "heatmap", "plot", "topo", "list",
                 "doctor", "simulate"):                 # select: test_select_prose_fits_80_columns
         rc, out = run_tty(*([cmd] if cmd else []), "--help", cwd=tmp_path)
