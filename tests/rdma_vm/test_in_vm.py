@@ -192,7 +192,8 @@ def test_peer_killed_mid_run(op, mode):
 def test_pyverbs_and_sysfs_give_the_same_ports():
     """topo reads RDMA ports through rdma-core's pyverbs where it imports, else through sysfs:
     on the same device both readers give the same state, rate, link layer, LID and GID table."""
-    from comm_bench.topology import snapshot, sysfs, verbs
+    from comm_bench.system import sysfs, verbs
+    from comm_bench.topology import snapshot
 
     ok, why = verbs.available()
     assert ok, why  # tools/install.sh links the system's python3-pyverbs into the environment
