@@ -32,10 +32,12 @@ def assert_agree(a, b):
     assert a["world_size"] == b["world_size"] == 2
     for doc in (a, b):
         assert doc["status"] == "ok" and all(r["wrong"] == 0 for r in doc["results"])
-    # same machine, same transport: the best time of the largest size within a broad band
-    # (2 shared cores make means and medians swing with load; the minimum is what the
-    # path can do, and a launch mistake such as ranks not talking would change it)
-    big = lambda d: max(d["results"], key=lambda r: r["size"])["latency_us"]["min"]  # noqa: E731
+    # same machine, same transport: the largest size's median iteration within a broad band,
+    # as 2 shared cores swing with load; a launch mistake such as ranks not talking would
+    # change it. Not the minimum: one buffered 1 MiB tcp send read 46 us (22 GB/s on
+    # loopback) against the other run's 608 us in a fresh-clone CI run; not the mean: a few
+    # slow iterations of busy-polling MPI ranks under load put one run 12x the other.
+    big = lambda d: max(d["results"], key=lambda r: r["size"])["latency_us"]["median"]  # noqa: E731
     assert 0.1 < big(a) / big(b) < 10
 
 
