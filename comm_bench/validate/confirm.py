@@ -70,8 +70,9 @@ SEARCH = 64
 
 
 def _rotation(ranks, start):
+    """[(index, rank)] of up to SEARCH ranks in turn from position start."""
     n = len(ranks)
-    return [ranks[(start + j) % n] for j in range(min(n, SEARCH))]
+    return [((start + j) % n, ranks[(start + j) % n]) for j in range(min(n, SEARCH))]
 
 
 def _pair_references(src, dst, good, k, cls):
@@ -80,8 +81,8 @@ def _pair_references(src, dst, good, k, cls):
     suspect's class; None if there is none."""
     others = [r for r in good if r not in (src, dst)] or good
     want = cls(src, dst)
-    for g in _rotation(others, k):
-        for h in _rotation(others, others.index(g) + 1):
+    for i, g in _rotation(others, k):
+        for _, h in _rotation(others, i + 1):
             if h != g and cls(g, h) == want:
                 return [(src, dst, "out")], [(g, h, "out")]
     return None
@@ -92,9 +93,9 @@ def _rank_references(rank, good, k, cls, node):
     against another known-good rank g's links with p of the same classes. p is on another
     node where one is (a NIC's fault shows there); None if no g matches."""
     ps = _rotation(good, k)
-    for p in [p for p in ps if node(p) != node(rank)] + [p for p in ps if node(p) == node(rank)]:
+    for i, p in [e for e in ps if node(e[1]) != node(rank)] + [e for e in ps if node(e[1]) == node(rank)]:
         out, inn = cls(rank, p), cls(p, rank)
-        for g in _rotation(good, good.index(p) + 1):
+        for _, g in _rotation(good, i + 1):
             if g != p and cls(g, p) == out and cls(p, g) == inn:
                 return [(rank, p, "out"), (p, rank, "in")], [(g, p, "out"), (p, g, "in")]
     return None
