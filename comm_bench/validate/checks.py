@@ -19,11 +19,14 @@ Rules file format: docs/validate-rules.md; defaults: comm_bench/data/rules.yaml.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from .latency_confirm import confirm_latency
 from .pair_obs import Observations, PairColumns, segment_medians, stream_with
+from .suspects import first_pass
 from .stats import robust_low
 from ..results.records import measured_gbs, one_buffer, pair_records, superseded
 from ..results.document import collector_paused
@@ -33,8 +36,11 @@ from .latency import check_latency
 from .rules import (class_rule, document_outlier_rules, expected_collective_min, expected_min, load_rules,
                     outlier_rules, parse_size)
 
+if TYPE_CHECKING:
+    Key = tuple[Any, int, Any]      # an Observations group: (op, size, link class)
 # ----------------------------------------------------------------------------- check
-def check(doc, rules=None, pairs=None):
+def check(doc: dict[str, Any], rules: dict[str, Any] | None = None,
+          pairs: PairColumns | None = None) -> dict[str, Any]:
     """pairs: the first-pass pair records' figures (PairColumns) where a streaming reader
     kept them instead of the records; the pair records left in doc["results"] join them."""
     from ..topology.linkmap import LinkMap
@@ -43,7 +49,7 @@ def check(doc, rules=None, pairs=None):
     one_buffer(doc, "validate", pairs.labels if pairs else ())   # host and GPU-buffer records are never one link's figures
     transport = (doc.get("transport") or "").lower()
     lm = pairs.lm if pairs else LinkMap(doc)
-    findings = []
+    findings: list[dict[str, Any]] = []
     if doc.get("status") == "failed":
         f = doc.get("failure") or {}
         findings.append(finding("run-failed", f"the run failed on rank {f.get('rank')} "
@@ -54,7 +60,7 @@ def check(doc, rules=None, pairs=None):
     findings += old
     all_recs = [r for r in pair_records(doc) if superseded(r) is None]   # their figures are wrong
     cols = pairs or PairColumns(lm)
-    for r in diag.first_pass(all_recs):
+    for r in first_pass(all_recs):
         cols.add(r)
     if rules.get("check_wrong", True):
         for r in doc.get("results") or []:
@@ -98,21 +104,24 @@ def check(doc, rules=None, pairs=None):
     #    group median, compared across ranks
     ok = (obs.s != obs.d) & (gmed > 0)
     rel = np.divide(obs.v, gmed, out=np.zeros(len(obs)), where=ok)
-    all_ranks, bad_ranks = set(), {}
+    all_ranks: set[int] = set()
+    bad_ranks: dict[int, dict[str, Any]] = {}
     for ci, cls in enumerate(names):
         m = ok & (ocls == ci)
         ranks, scores = segment_medians(np.concatenate([obs.s[m], obs.d[m]]), np.concatenate([rel[m], rel[m]]))
         all_ranks.update(ranks.tolist())
         if len(ranks) < max(3, int(o["min_peers"])):
             continue
-        idx, med, mad = robust_low(scores, o["z"], o["ratio"])
+        idx, med, mad = robust_low(cast("Sequence[float]", scores), o["z"], o["ratio"])    # an array: asarray'd there
         for i in idx:
             bad_ranks.setdefault(int(ranks[i]), {"score": float(scores[i]), "peer_score": med,
                                                  "reason": "outlier", "class": cls})
     # 2. pairs: below expected, or outliers among the pairs not explained by a bad rank
-    bad_pair_sizes, below_sizes = {}, {}    # pair -> sizes flagged / below the expected minimum
-    peer_med = {}           # (key, pair) -> median of its peers, for outlier pairs
-    class_wide = []
+    # pair -> sizes flagged / below the expected minimum
+    bad_pair_sizes: dict[tuple[int, int], set[int]] = {}
+    below_sizes: dict[tuple[int, int], set[int]] = {}
+    peer_med: dict[tuple[Key, tuple[int, int]], float | None] = {}  # (key, pair) -> its peers' median (outliers)
+    class_wide: list[tuple[Key, int, int, float, float]] = []
     min_share = rules["blame"]["min_share"]
     rate_sizes = rate_checked_sizes(obs.keys, rules, transport)
     exp = np.full(len(obs), np.nan)     # the expected minimum each pair is held against
@@ -126,8 +135,8 @@ def check(doc, rules=None, pairs=None):
         s, d, v = obs.s[sl], obs.d[sl], obs.v[sl]
         if size in rate_sizes[cls]:
             links, inverse = np.unique(obs.link[sl], return_inverse=True)
-            e = [exp_of(cls, obs.links[li][1]) for li in links.tolist()]
-            exp[sl] = np.array([np.nan if x is None else x for x in e])[inverse]
+            mins = [exp_of(cls, obs.links[li][1]) for li in links.tolist()]
+            exp[sl] = np.array([np.nan if x is None else x for x in mins])[inverse]
         below = np.flatnonzero(v < exp[sl])     # NaN (no expected minimum) compares False
         if len(below) and len(below) >= 0.5 * len(v) and len(v) >= 2:
             # most of the class is slow: a few shared ends, or the whole class?
@@ -141,7 +150,7 @@ def check(doc, rules=None, pairs=None):
             below_sizes.setdefault(p, set()).add(size)
         rest = np.flatnonzero(~bad_mask[s] & ~bad_mask[d] & (s != d))
         if len(rest) >= max(3, int(o["min_peers"])):
-            idx, med, mad = robust_low(v[rest], o["z"], o["pair_ratio"])
+            idx, med, mad = robust_low(cast("Sequence[float]", v[rest]), o["z"], o["pair_ratio"])  # asarray'd there
             for i in rest[idx]:
                 p = (int(s[i]), int(d[i]))
                 bad_pair_sizes.setdefault(p, set()).add(size)
@@ -151,24 +160,24 @@ def check(doc, rules=None, pairs=None):
     bad_pairs |= {p for p, ss in below_sizes.items() if len(ss) >= o["min_size_fraction"] * len(seen[p][1])}
     # 3. blame, per link class: pairs of already-bad ranks are explained; a greedy cover
     #    names the ends that most bad pairs share
-    remaining = set()
+    remaining: set[tuple[int, int]] = set()
     pair_class = {p: seen[p][2] for p in bad_pairs}     # the class of a pair's last group
     for cls in sorted(set(pair_class.values())):
         bad = {p for p in bad_pairs if pair_class[p] == cls and p[0] not in bad_ranks and p[1] not in bad_ranks}
         cover, left = _cover(bad, _measured_ends(obs, ocls, names.index(cls)), min_share, len(bad))
-        for r, c, share in cover:
-            bad_ranks[r] = {"reason": "shared end", "bad_pairs": c, "share": share, "class": cls}
+        for end, nbad, share in cover:
+            bad_ranks[end] = {"reason": "shared end", "bad_pairs": nbad, "share": share, "class": cls}
         remaining |= left
     # findings for ranks, merged into hosts / devices
     findings += _entity_findings(bad_ranks, lm, obs)
-    for key, nbelow, npairs, med, e in class_wide:
+    for key, nbelow, npairs, low_med, exp_min in class_wide:
         op, size, cls = key
         findings.append(finding(
             "class-below-expected",
             f"{nbelow} of {npairs} {cls} pairs ({op} {human_size(size)}) are below the expected "
-            f"minimum {e:.3g} GB/s (their median {med:.3g} GB/s): check the fabric or the "
+            f"minimum {exp_min:.3g} GB/s (their median {low_med:.3g} GB/s): check the fabric or the "
             f"rules' efficiency for {cls}", link_class=cls, size=size, op=op,
-            measured_gbs=med, expected_gbs=e))
+            measured_gbs=low_med, expected_gbs=exp_min))
     for p in sorted(remaining):
         findings.append(_pairfinding(p, lm, obs, peer_med, rules, transport,
                                      bad_pair_sizes.get(p, set()) | below_sizes.get(p, set())))
@@ -184,10 +193,11 @@ def check(doc, rules=None, pairs=None):
                                           "ranks": len(all_ranks), "collectives": collective["checked"]})
 
 
-def _sizes_of(obs, pairs, exp):
+def _sizes_of(obs: Observations, pairs: set[tuple[int, int]],
+              exp: np.ndarray) -> dict[tuple[int, int], tuple[set[int], set[int], Any]]:
     """pair -> (its checked sizes, those held against an expected minimum, the class of its
     last group), for the few pairs flagged."""
-    out = {p: (set(), set(), None) for p in pairs}
+    out: dict[tuple[int, int], tuple[set[int], set[int], Any]] = {p: (set(), set(), None) for p in pairs}
     if not pairs:
         return out
     code, n = obs.codes()
@@ -202,13 +212,13 @@ def _sizes_of(obs, pairs, exp):
     return out
 
 
-def _ends(s, d):
+def _ends(s: np.ndarray, d: np.ndarray) -> dict[int, int]:
     """rank -> how many of the pairs (s[i], d[i]) it is an end of."""
     ranks, counts = np.unique(np.concatenate([s, d[d != s]]), return_counts=True)
     return dict(zip(ranks.tolist(), counts.tolist()))
 
 
-def _measured_ends(obs, ocls, ci):
+def _measured_ends(obs: Observations, ocls: np.ndarray, ci: int) -> dict[int, int]:
     """_ends of the distinct pairs whose last group is of class ci."""
     code = obs.codes()[0]
     _, back = np.unique(code[::-1], return_index=True)
@@ -217,17 +227,17 @@ def _measured_ends(obs, ocls, ci):
     return _ends(obs.s[last], obs.d[last])
 
 
-def merge_latency(diagnosis, latency):
+def merge_latency(diagnosis: dict[str, Any], latency: dict[str, Any]) -> None:
     """The latency confirm verdicts beside bandwidth's in one diagnosis (latency_confirm.py)."""
     diagnosis["latency_verdicts"] = latency["verdicts"]
     diagnosis["withdrawn"] = diagnosis.get("withdrawn", []) + latency["withdrawn"]
     diagnosis["unconfirmed_findings"] = diagnosis.get("unconfirmed_findings", []) + latency["unconfirmed_findings"]
 
 
-def superseded_findings(doc):
+def superseded_findings(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One finding per reason: records whose figure came from a method since found wrong
     are not checked against anything, and the run does not pass with them."""
-    by_why = {}
+    by_why: dict[str, list[dict[str, Any]]] = {}
     for r in doc.get("results") or []:
         why = superseded(r) if isinstance(r, dict) else None
         if why:
@@ -238,27 +248,28 @@ def superseded_findings(doc):
             for why, rs in by_why.items()]
 
 
-def checked_size_list(sizes, rules):
+def checked_size_list(sizes: Iterable[int], rules: dict[str, Any]) -> list[int]:
     """The sizes bandwidth checks use: those >= rules.min_size, else the largest."""
     min_size = parse_size(rules["min_size"])
-    sizes = sorted(set(sizes))
-    return [s for s in sizes if s >= min_size] or [sizes[-1]]
+    ordered = sorted(set(sizes))
+    return [s for s in ordered if s >= min_size] or [ordered[-1]]
 
 
-def rate_checked_sizes(groups, rules, transport):
+def rate_checked_sizes(groups: Iterable[Key], rules: dict[str, Any], transport: str) -> dict[Any, set[int]]:
     """class -> the sizes held against the class's expected minimum: those from its own
     min_size (a link class whose rate small transfers cannot reach), else its largest."""
-    out = {}
+    out: dict[Any, set[int]] = {}
     for _, size, cls in groups:
         out.setdefault(cls, set()).add(size)
     for cls, sizes in out.items():
-        floor = class_rule(rules, transport, cls).get("min_size")
-        floor = parse_size(floor) if floor is not None else 0
+        given = class_rule(rules, transport, cls).get("min_size")
+        floor = parse_size(given) if given is not None else 0
         out[cls] = {s for s in sizes if s >= floor} or {max(sizes)}
     return out
 
 
-def _group_rate(obs, gi, rules, transport, rate_sizes):
+def _group_rate(obs: Observations, gi: int, rules: dict[str, Any], transport: str,
+                rate_sizes: dict[Any, set[int]]) -> dict[str, Any]:
     """A checked group's link: class, the slowest theoretical rate among its pairs and
     the expected minimum held against them at this size (None: compared with peers only)."""
     key = obs.keys[gi]
@@ -268,32 +279,33 @@ def _group_rate(obs, gi, rules, transport, rate_sizes):
     return {"class": key[2], "theoretical_gbs": theo, "expected_gbs": exp}
 
 
-def _group_order(kv):
+def _group_order(kv: tuple[int, Key]) -> tuple[str, int, str]:
     """(op, size, class) with the size as a number: 1M, 2M, 16M (op/class may be None)."""
     op, size, cls = kv[1]
     return (str(op), size, str(cls))
 
 
-def collective_checks(doc, lm, rules, transport):
+def collective_checks(doc: dict[str, Any], lm: Any, rules: dict[str, Any],
+                      transport: str) -> dict[str, list[dict[str, Any]]]:
     """Collectives on 2+ ranks: at the largest size of each op, busbw against the expected
     minimum of the slowest link its ring crosses (rank r -> r+1, the link every byte of a
     ring algorithm passes). Returns {"findings": [...], "checked": [...]}."""
     n = doc.get("world_size") or 0
     recs = [r for r in doc.get("results") or [] if isinstance(r, dict) and r.get("pattern") == "collective"
             and r.get("mode", "bw") == "bw" and measured_gbs(r) is not None]
-    out = {"findings": [], "checked": []}
+    out: dict[str, list[dict[str, Any]]] = {"findings": [], "checked": []}
     if n < 2 or not recs:
         return out
     links = [lm.classify(r, (r + 1) % n) for r in range(n)]
     known = [(theo, cls) for cls, theo in links if theo]
     theo, cls = min(known) if known else (None, links[0][0])
-    largest = {}
+    largest: dict[Any, dict[str, Any]] = {}
     for r in recs:
         if r.get("size", 0) >= largest.get(r.get("op"), {}).get("size", -1):
             largest[r.get("op")] = r
     for op, r in sorted(largest.items()):
         exp = expected_collective_min(rules, transport, cls, theo)
-        got = measured_gbs(r)
+        got = cast(float, measured_gbs(r))     # not None: recs hold only records with a figure
         out["checked"].append({"op": op, "size": r["size"], "class": cls, "busbw": got,
                                "theoretical_gbs": theo, "expected_gbs": exp})
         if exp is not None and got < exp:
@@ -306,13 +318,15 @@ def collective_checks(doc, lm, rules, transport):
     return out
 
 
-def _cover(bad, measured, min_share, max_ends):
+def _cover(bad: set[tuple[int, int]], measured: dict[int, int], min_share: float,
+           max_ends: int) -> tuple[list[tuple[int, int, float]], set[tuple[int, int]]]:
     """Greedy: ranks that most bad pairs share, each with >= min_share of its measured
     pairs bad and >= 2 bad pairs (measured: rank -> its measured pairs).
     Returns ([(rank, bad pairs, share)], unexplained)."""
-    cover, left = [], set(bad)
+    cover: list[tuple[int, int, float]] = []
+    left = set(bad)
     while left and len(cover) < max_ends:
-        count = {}
+        count: dict[int, int] = {}
         for p in left:
             for r in set(p):
                 count[r] = count.get(r, 0) + 1
@@ -328,7 +342,8 @@ def _cover(bad, measured, min_share, max_ends):
     return cover, left
 
 
-def _pair_stats(rank_set, obs, classes=None):
+def _pair_stats(rank_set: set[int], obs: Observations,
+                classes: set[Any] | None = None) -> tuple[float | None, float | None, tuple[int | None, list[Any]]]:
     """median measured GB/s of the pairs involving rank_set at the largest checked size
     (of the given link classes), and the peers' median there."""
     if not obs.keys:
@@ -343,8 +358,10 @@ def _pair_stats(rank_set, obs, classes=None):
             float(np.median(peers)) if len(peers) else None, (size, cls))
 
 
-def _entity_findings(bad_ranks, lm, obs):
-    out = []
+def _entity_findings(bad_ranks: dict[int, dict[str, Any]], lm: Any, obs: Observations) -> list[dict[str, Any]]:
+    """Findings of the bad ranks, merged into hosts and devices (the sizes quoted are never
+    None: a rank is bad only in a group of obs)."""
+    out: list[dict[str, Any]] = []
     for node, rs, all_of_node in lm.by_node(bad_ranks):
         bad_cls = {bad_ranks[r].get("class") for r in rs} - {None}
         mine, peers, (size, classes) = _pair_stats(set(rs), obs, bad_cls)
@@ -357,12 +374,12 @@ def _entity_findings(bad_ranks, lm, obs):
             out.append(finding(
                 "bad-host", f"host {node} (rank{'s' if len(rs) > 1 else ''} "
                 f"{', '.join(map(str, rs))}{dev_txt}) is slow: its pairs run at {what} median"
-                f"{pct} ({'/'.join(classes)}, {human_size(size)}, {npairs} pair measurements)",
+                f"{pct} ({'/'.join(classes)}, {human_size(cast(int, size))}, {npairs} pair measurements)",
                 host=node, ranks=rs, rank=rs[0] if len(rs) == 1 else None,
                 device=devs[0] if len(rs) == 1 else None, measured_gbs=mine, peer_median_gbs=peers,
                 link_class=classes[0] if len(classes) == 1 else classes, size=size))
             continue
-        nic_groups = {}
+        nic_groups: dict[Any, list[int]] = {}
         for r in rs:
             nic = lm.nic(r, None, "src")
             nic_groups.setdefault(nic.get("name") if nic else None, []).append(r)
@@ -372,7 +389,7 @@ def _entity_findings(bad_ranks, lm, obs):
                 m2, p2, (size2, cls2) = _pair_stats(set(group), obs, bad_cls)
                 out.append(finding(
                     "bad-device", f"NIC {nic} on host {node} (ranks {', '.join(map(str, group))}) is slow: "
-                    f"{m2:.3g} GB/s median vs {p2:.3g} GB/s for the others ({human_size(size2)})",
+                    f"{m2:.3g} GB/s median vs {p2:.3g} GB/s for the others ({human_size(cast(int, size2))})",
                     host=node, ranks=group, device=nic, measured_gbs=m2, peer_median_gbs=p2, size=size2))
                 continue
             for r in group:
@@ -383,14 +400,16 @@ def _entity_findings(bad_ranks, lm, obs):
                     "bad-device" if dev is not None else "bad-rank",
                     f"rank {r} ({'device ' + str(dev) + ' ' if dev is not None else ''}on host {node}) is slow: "
                     f"{m3:.3g} GB/s median vs {p3:.3g} GB/s for the others ({'/'.join(cls3)}, "
-                    f"{human_size(size3)})" if m3 is not None and p3 is not None else
+                    f"{human_size(cast(int, size3))})" if m3 is not None and p3 is not None else
                     f"rank {r} on host {node} is slow",
                     host=node, rank=r, ranks=[r], device=dev, measured_gbs=m3, peer_median_gbs=p3,
                     size=size3))
     return out
 
 
-def _pairfinding(p, lm, obs, peer_med, rules, transport, flagged=()):
+def _pairfinding(p: tuple[int, int], lm: Any, obs: Observations,
+                 peer_med: dict[tuple[Key, tuple[int, int]], float | None], rules: dict[str, Any], transport: str,
+                 flagged: Iterable[int] = ()) -> dict[str, Any]:
     """The finding of a bad pair, quoting the largest size it was flagged at (below its
     expected minimum, or an outlier among its peers), with that size's figures."""
     idx = obs.at(p)
@@ -411,7 +430,8 @@ def _pairfinding(p, lm, obs, peer_med, rules, transport, flagged=()):
                     peer_median_gbs=med)
 
 
-def report(doc, rules, findings, checked):
+def report(doc: dict[str, Any], rules: dict[str, Any], findings: list[dict[str, Any]],
+           checked: dict[str, Any]) -> dict[str, Any]:
     from . import health
     findings, read = health.apply(doc, findings, finding)    # causes beside findings; health findings
     if read is not None:
@@ -424,7 +444,7 @@ def report(doc, rules, findings, checked):
 
 
 # ----------------------------------------------------------------------------- output
-def run(results_path, rules_path=None):
+def run(results_path: str, rules_path: str | None = None) -> dict[str, Any]:
     """read + check (what `comm-bench check` calls)."""
     rules = load_rules(rules_path)
     doc, pairs = read(results_path)
@@ -432,7 +452,7 @@ def run(results_path, rules_path=None):
         return check(doc, rules, pairs)
 
 
-def read(path):
+def read(path: str) -> tuple[dict[str, Any], PairColumns | None]:
     """(doc, pairs): a large document streamed, its plain pair records kept as PairColumns
     (pairs), the others in doc["results"]; a small one read whole (pairs None)."""
     return stream_with(path, PairColumns)

@@ -13,6 +13,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    Round = tuple[int, int, dict[str, Any], Any]     # (src, dst, tag, iters or None)
+    Leg = tuple[int, int, str]                      # (src, dst, direction) of one measurement
+    Pick = tuple[list[Leg], list[Leg]]              # one alternation: (suspect legs, reference legs)
 
 
 # alternations per suspect unless --confirm says otherwise (sweep, check, simulate): the
@@ -22,7 +29,7 @@ DEFAULT_ALTERNATIONS = 8
 LONG_S = 0.5    # a suspect's measurements last at least this long (up to 4x --iters)
 
 
-def span_iters(iters, t_us):
+def span_iters(iters: int, t_us: float | None) -> int | None:
     """Iterations for a suspect whose first-pass iteration took t_us: enough that each of its
     measurements spans LONG_S of a link's swings, at most 4x the sweep's own. Every suspect
     gets them, not only those named unstable: a link toggling every 0.3 s can read merely
@@ -34,7 +41,8 @@ def span_iters(iters, t_us):
     return min(4 * iters, max(iters, math.ceil(LONG_S * 1e6 / t_us)))
 
 
-def plan(suspects, good, alternations, links=None):
+def plan(suspects: Sequence[dict[str, Any]], good: Sequence[int], alternations: int,
+         links: Any = None) -> list[Round]:
     """Rounds [(src, dst, tag, iters)] for the suspects; none without two known-good ranks.
     A suspect's "iters" (span_iters) are used for it and its references; absent: the sweep's own.
     (Its "size", where validate quotes it at one, is run_phase's: tag["id"] indexes the suspects.)
@@ -42,11 +50,12 @@ def plan(suspects, good, alternations, links=None):
     re-measured across nodes where it has any. Without it, with 2 ranks a host, a clean run
     named a cross-host pair 57% "slow" against a same-host reference. A suspect that has no
     reference of its class gets no rounds: validate reports it unconfirmed (exit 3)."""
-    rounds = []
+    rounds: list[Round] = []
     if len(good) < 2:
         return rounds
-    cls = (lambda a, b: links.classify(a, b)[0]) if links is not None else (lambda a, b: None)
-    node = links.node if links is not None else (lambda r: None)
+    cls: Callable[[int, int], Any] = ((lambda a, b: links.classify(a, b)[0]) if links is not None
+                                      else (lambda a, b: None))
+    node: Callable[[int], Any] = links.node if links is not None else (lambda r: None)
     for i, s in enumerate(suspects):
         target = {"rank": s["rank"]} if s["kind"] == "rank" else {"src": s["src"], "dst": s["dst"]}
         base = {"id": i, "kind": s["kind"], "target": target, "why": list(s["why"])}
@@ -55,7 +64,7 @@ def plan(suspects, good, alternations, links=None):
                  else _pair_references(s["src"], s["dst"], good, k, cls) for k in range(int(alternations))]
         if None in picks:
             continue
-        for k, (sus, ref) in enumerate(picks):
+        for k, (sus, ref) in enumerate(cast("list[Pick]", picks)):     # no None: tested above
             first, second = (sus, ref) if k % 2 == 0 else (ref, sus)
             roles = ("suspect", "reference") if k % 2 == 0 else ("reference", "suspect")
             for a, b in zip(first, second):
@@ -69,13 +78,14 @@ def plan(suspects, good, alternations, links=None):
 SEARCH = 64
 
 
-def _rotation(ranks, start):
+def _rotation(ranks: Sequence[int], start: int) -> list[tuple[int, int]]:
     """[(index, rank)] of up to SEARCH ranks in turn from position start."""
     n = len(ranks)
     return [((start + j) % n, ranks[(start + j) % n]) for j in range(min(n, SEARCH))]
 
 
-def _pair_references(src, dst, good, k, cls):
+def _pair_references(src: int, dst: int, good: Sequence[int], k: int,
+                     cls: Callable[[int, int], Any]) -> Pick | None:
     """([suspect round], [reference round]) of alternation k of pair src -> dst: the next two
     known-good ranks in turn (k, k + 1 when all links are of one class) whose link is of the
     suspect's class; None if there is none."""
@@ -88,7 +98,8 @@ def _pair_references(src, dst, good, k, cls):
     return None
 
 
-def _rank_references(rank, good, k, cls, node):
+def _rank_references(rank: int, good: Sequence[int], k: int, cls: Callable[[int, int], Any],
+                     node: Callable[[int], Any]) -> Pick | None:
     """Alternation k of a rank suspect: its links out to and in from a known-good peer p,
     against another known-good rank g's links with p of the same classes. p is on another
     node where one is (a NIC's fault shows there); None if no g matches."""
@@ -101,7 +112,8 @@ def _rank_references(rank, good, k, cls, node):
     return None
 
 
-def measure_of(mode):
+def measure_of(mode: str) -> tuple[Callable[[dict[str, Any]], list[dict[str, Any]]],
+                                   Callable[[dict[str, Any]], float | None]]:
     """(the document's records of a mode, value(rec): a speed, higher is better) that
     suspects and verdicts compare: bandwidth in GB/s, or 1 / the median one-way latency."""
     from ..results.records import inverse_latency, latency_pair_records, measured_gbs, pair_records
@@ -109,7 +121,8 @@ def measure_of(mode):
     return (latency_pair_records, inverse_latency) if mode == "lat" else (pair_records, measured_gbs)
 
 
-def suspects_of(doc, rules, mode="bw", op=None):
+def suspects_of(doc: dict[str, Any], rules: dict[str, Any], mode: str = "bw",
+                op: str | None = None) -> tuple[list[dict[str, Any]], list[int], list[float | None]]:
     """Rank 0: suspects, known-good ranks, and each suspect's median time_us at the largest
     size (a rank: over its pairs; a pair: its own), in the order of the suspects. First come
     the ranks and pairs validate would name from this first pass (validate_named), each at
@@ -137,7 +150,7 @@ def suspects_of(doc, rules, mode="bw", op=None):
                      pair_ratio=0.0 if mode == "lat" else o["pair_ratio"])
     size = max(r["size"] for r in recs)
     keys = [suspect_key(s) for s in sus]
-    times = {k: [] for k in keys}
+    times: dict[tuple[Any, ...], list[float]] = {k: [] for k in keys}
     for r in recs:      # one pass: a 4,096-node first pass holds millions of records
         t = r.get("time_us")
         if r["size"] == size and isinstance(t, (int, float)) and t > 0:
@@ -147,7 +160,7 @@ def suspects_of(doc, rules, mode="bw", op=None):
     return sus, good, [statistics.median(times[k]) if times[k] else None for k in keys]
 
 
-def validate_named(doc, rules):
+def validate_named(doc: dict[str, Any], rules: dict[str, Any]) -> list[dict[str, Any]]:
     """The ranks and pairs `comm-bench validate` would name from this first pass (its
     findings, and the findings it would report as unconfirmed), as suspects: the confirm
     phase re-measures exactly these first, a latency pair at the size it is quoted at."""
@@ -160,7 +173,8 @@ def validate_named(doc, rules):
     except NothingToCheck:
         return []
     found = rep["findings"] + ((rep.get("checked") or {}).get("diagnosis") or {}).get("unconfirmed_findings", [])
-    out, ranks = [], set()
+    out: list[dict[str, Any]] = []
+    ranks: set[int] = set()
     for f in (f for f in found if needs_confirming(f)):
         if f.get("ranks"):
             ranks.update(f["ranks"])
@@ -170,7 +184,7 @@ def validate_named(doc, rules):
     # three or more would-be pair findings sharing one end: that end is re-measured instead, as
     # suspects.find does (a flapping host's slow pairs, found at 1,024 simulated nodes)
     while pairs:
-        ends = {}
+        ends: dict[int, int] = {}
         for f in pairs:
             for r in (f["src"], f["dst"]):
                 ends[r] = ends.get(r, 0) + 1

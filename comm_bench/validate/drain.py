@@ -20,11 +20,15 @@ import re
 import shlex
 import shutil
 import subprocess
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunFailed, UsageError
 from ..sizes import human_size
 from .finding_kinds import FINDING_KINDS
+
+if TYPE_CHECKING:
+    Row = tuple[str, list[dict[str, Any]], str | None]  # (node, its findings worst first, the drain reason)
 
 PREFIX = "comm-bench: "     # a site's resume script can pick out the nodes comm-bench drained
 # the kinds that name a node: bad-host, unstable-rank, high-latency-host... (a kind added later
@@ -35,21 +39,21 @@ SLURM_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # a host name, never a 
 SCONTROL_TIMEOUT = 60
 
 
-def clean(text) -> str:
+def clean(text: object) -> str:
     """One line with no control characters (Slurm reasons, TAB-separated lines, XML):
     each is written as a backslash escape, as Python's repr writes it."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-def names_node(f) -> bool:
+def names_node(f: dict[str, Any]) -> bool:
     kind = str(f.get("kind"))
     return kind.endswith(NODE_SUFFIXES) or kind in NODE_KINDS
 
 
-def hosts(report: dict[str, Any], doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]], str | None]]:
+def hosts(report: dict[str, Any], doc: dict[str, Any]) -> list[Row]:
     """[(node, findings, reason)] for every node of the run (ranks[].host, in rank order),
     then any other node a finding names; findings worst first, reason None for a good node."""
-    rank_host = {}
+    rank_host: dict[int, str] = {}
     for r in doc.get("ranks") or []:
         if isinstance(r, dict) and isinstance(r.get("rank"), int) and r.get("host") is not None:
             rank_host[r["rank"]] = str(r["host"])
@@ -62,17 +66,18 @@ def hosts(report: dict[str, Any], doc: dict[str, Any]) -> list[tuple[str, list[d
     return node_rows(rows)
 
 
-def node_rows(by_node):
+def node_rows(by_node: Mapping[str, list[dict[str, Any]]]) -> list[Row]:
     """[(node, its findings worst first, the drain reason or None)] of {node: findings}."""
-    out = []
+    out: list[Row] = []
     for node, fs in by_node.items():
         fs = sorted(fs, key=_worst)
         out.append((node, fs, reason(fs, node) if fs else None))
     return out
 
 
-def _node(f, rank_host, known):
-    ranks = f.get("ranks") if isinstance(f.get("ranks"), list) else [f.get("rank")]
+def _node(f: dict[str, Any], rank_host: dict[int, str], known: Mapping[str, Any]) -> str | None:
+    listed = f.get("ranks")
+    ranks = listed if isinstance(listed, list) else [f.get("rank")]
     for r in ranks:
         if isinstance(r, int) and r in rank_host:
             return rank_host[r]
@@ -84,11 +89,11 @@ def _node(f, rank_host, known):
     return base if h not in known and base in known else h
 
 
-def _num(v):
+def _num(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def _fraction(f):
+def _fraction(f: dict[str, Any]) -> float:
     """How much of the expected the finding got (lower is worse): GB/s over the expected,
     expected latency over the measured, 1 / unsteadiness, link width over the expected."""
     m, ref = _num(f.get("measured_gbs")), _num(f.get("peer_median_gbs")) or _num(f.get("expected_gbs"))
@@ -100,19 +105,19 @@ def _fraction(f):
     u = _num(f.get("unsteadiness_ratio"))
     if u:
         return 1.0 / u
-    w = [re.fullmatch(r"x(\d+(?:\.\d+)?)", str(f.get(k) or "")) for k in ("measured", "expected")]
-    if all(w) and float(w[1].group(1)):
-        return float(w[0].group(1)) / float(w[1].group(1))
+    w, e = (re.fullmatch(r"x(\d+(?:\.\d+)?)", str(f.get(k) or "")) for k in ("measured", "expected"))
+    if w is not None and e is not None and float(e.group(1)):
+        return float(w.group(1)) / float(e.group(1))
     return 1.0
 
 
-def _worst(f):
+def _worst(f: dict[str, Any]) -> tuple[float, float, int]:
     kind = f.get("kind")
     order = FINDING_KINDS.index(kind) if kind in FINDING_KINDS else len(FINDING_KINDS)
     return (_fraction(f), -(_num(f.get("confidence")) or 0.0), order)
 
 
-def reason(findings, node):
+def reason(findings: Sequence[dict[str, Any]], node: str) -> str:
     """One line: what was measured against what was expected, for each finding of the
     node, worst first, cut at MAX_REASON characters."""
     parts = [clean(_part(f, node)) for f in findings]
@@ -125,21 +130,21 @@ def reason(findings, node):
     return out if len(out) <= MAX_REASON else out[:MAX_REASON - 3] + "..."
 
 
-def _part(f, node):
+def _part(f: dict[str, Any], node: str) -> str:
     """e.g. "slow host: 7.2 of 12 GB/s (60%), ib 16M, confidence 1.00"."""
     figures = _figures(f)
     cls = f.get("link_class")
     cls = "/".join(map(str, cls)) if isinstance(cls, list) else cls
     size = f.get("size") if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) else None
     where = " ".join(str(x) for x in (cls, human_size(size) if size else None) if x)
-    conf = _num(f.get("confidence"))
+    c = _num(f.get("confidence"))
     # below 1 never rounds up to "1.00": the text report says 0.996 there
-    conf = None if conf is None else "1.00" if conf >= 1 else f"{min(conf, 0.999):.3g}"
+    conf = None if c is None else "1.00" if c >= 1 else f"{min(c, 0.999):.3g}"
     said = [x for x in (figures, where, f"confidence {conf}" if conf else None) if x]
     return f"{_who(f, node)}: {', '.join(said)}" if said else f"{_who(f, node)}: {f.get('message')}"
 
 
-def _who(f, node):
+def _who(f: dict[str, Any], node: str) -> str:
     kind = str(f.get("kind"))
     what = {"bad": "slow", "unstable": "unstable", "high-latency": "high latency"}
     head, _, tail = kind.rpartition("-")
@@ -158,7 +163,7 @@ def _who(f, node):
     return f"{adj}{on}" if head in what else f"{kind.replace('-', ' ')}{on}"
 
 
-def _figures(f):
+def _figures(f: dict[str, Any]) -> str | None:
     m, ref = _num(f.get("measured_gbs")), _num(f.get("peer_median_gbs")) or _num(f.get("expected_gbs"))
     if m is not None and ref:
         return f"{m:.3g} of {ref:.3g} GB/s ({m / ref:.0%})"
@@ -167,7 +172,8 @@ def _figures(f):
         return f"{m:.3g} us one-way where peers take {ref:.3g} us ({m / ref:.2g}x)"
     u = _num(f.get("unsteadiness_ratio"))
     if u:
-        c = f.get("confirm") if isinstance(f.get("confirm"), dict) else {}
+        given = f.get("confirm")
+        c = given if isinstance(given, dict) else {}
         mm, rm = _num(c.get("max_over_median")), _num(c.get("reference_max_over_median"))
         per = f" (per-iteration max/median {mm:.2g}x vs {rm:.2g}x)" if mm and rm else ""
         return f"{u:.2g}x as unsteady as known-good pairs{per}"
@@ -176,20 +182,20 @@ def _figures(f):
     return None
 
 
-def bad(rows):
+def bad(rows: Iterable[Row]) -> list[tuple[str, str]]:
     return [(node, why) for node, _, why in rows if why]
 
 
-def drain_list(rows) -> str:
+def drain_list(rows: Iterable[Row]) -> str:
     """One "node<TAB>reason" line per bad node; "" for a clean run."""
     return "".join(f"{clean(node)}\t{why}\n" for node, why in bad(rows))
 
 
-def scontrol_argv(node, why):
+def scontrol_argv(node: str, why: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why}"]
 
 
-def slurm_drain(rows, dry_run=False, echo=print):
+def slurm_drain(rows: Iterable[Row], dry_run: bool = False, echo: Callable[[str], Any] = print) -> list[str]:
     """Drain each bad node with Slurm's scontrol (dry_run: echo the commands instead).
     UsageError: a node name Slurm would read as something else, or no scontrol;
     RunFailed: scontrol refused or failed for a node (the others are still drained)."""
@@ -203,7 +209,7 @@ def slurm_drain(rows, dry_run=False, echo=print):
             echo(shlex.join(scontrol_argv(node, why)))
         return []
     exe = require_scontrol()
-    failed = []
+    failed: list[tuple[str, str]] = []
     for node, why in todo:
         argv = [exe, *scontrol_argv(node, why)[1:]]
         try:
@@ -225,7 +231,7 @@ def slurm_drain(rows, dry_run=False, echo=print):
     return [n for n, _ in todo]
 
 
-def require_scontrol():
+def require_scontrol() -> str:
     exe = shutil.which("scontrol")
     if exe is None:
         raise UsageError("--slurm-drain needs Slurm's scontrol on PATH: run validate where the Slurm client "

@@ -9,6 +9,7 @@ facts read directly (wrong data, a failed run, a link's trained width) have 1.0.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,8 @@ from .finding_kinds import finding
 from .rules import document_outlier_rules
 from . import fabric, trained_links as topology
 from .stats import confidence, signed_rank_p
-from .suspects import PairTable, find, first_pass  # noqa: F401 - validate imports first_pass here
+from .pair_obs import Observations, PairColumns
+from .suspects import PairTable, find
 from .verdicts import judge
 
 RANK_KINDS = ("bad-host", "bad-device", "bad-rank")
@@ -29,13 +31,13 @@ VERDICT_PAIR_KINDS = ("bad-pair", "high-latency-pair")
 CERTAIN = ("wrong-data", "superseded-method", "run-failed", "link-degraded")
 
 
-def needs_confirming(f):
+def needs_confirming(f: dict[str, Any]) -> bool:
     """A finding that rests on a first pass's comparison with peers (a rank, device, host or
     pair slower than them): the confirm phase's re-measurement decides it."""
     return f["kind"] in VERDICT_RANK_KINDS + VERDICT_PAIR_KINDS and not f.get("confirmed")
 
 
-def confirm_phase_ran(doc):
+def confirm_phase_ran(doc: dict[str, Any]) -> bool:
     """Whether the run re-measured its suspects (`--confirm K`, K > 0, a pair pattern): then a
     first-pass finding it did not confirm is reported as unconfirmed (exit 3), not as a finding."""
     k = (doc.get("options") or {}).get("confirm")
@@ -44,7 +46,9 @@ def confirm_phase_ran(doc):
 
 
 
-def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
+def extend(doc: dict[str, Any], rules: dict[str, Any], lm: Any, cols: PairColumns | None, sizes: Iterable[int],
+           findings: list[dict[str, Any]], all_recs: list[dict[str, Any]] | None = None,
+           obs: Observations | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(findings, diagnosis) for validate.check; cols: the first pass's PairColumns (None:
     no first-pass pair records), all_recs: pair_records(doc), obs: validate's Observations
     of cols at `sizes` (built again when not given)."""
@@ -53,7 +57,8 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     confirm_recs = [r for r in all_recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, measured_gbs)
     table = PairTable(cols, sizes, obs) if cols is not None and cols.count else None
-    out, withdrawn = [], []
+    out: list[dict[str, Any]] = []
+    withdrawn: list[str] = []
     for f in findings:
         judged = apply_verdict(f, verdicts)
         if judged is WITHDRAWN:
@@ -73,13 +78,18 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
             out.append(_pairfinding(v, lm, finding))
     o = document_outlier_rules(rules, doc)
     rel = table.rel() if table else None
-    below = lambda ratio: list(zip(table.obs.s[rel < ratio].tolist(),   # noqa: E731
-                                   table.obs.d[rel < ratio].tolist())) if table else []
+
+    def below(ratio: float) -> list[tuple[int, int]]:
+        if table is None or rel is None:
+            return []
+        return list(zip(table.obs.s[rel < ratio].tolist(), table.obs.d[rel < ratio].tolist()))
+
     # every measured pair and its value: only a document that places hosts on switches reads them
+    # (a table is made of cols: both are there when routed is True)
     routed = table is not None and bool(fabric.switch_of(doc))
-    out, placed = fabric.localize(doc, lm, out, cols.pairs() if routed else set(),
+    out, placed = fabric.localize(doc, lm, out, cols.pairs() if routed and cols is not None else set(),
                                   rules["blame"]["min_share"], below(o["pair_ratio"]),
-                                  table.obs.values() if routed else None,
+                                  table.obs.values() if routed and table is not None else None,
                                   slow=below(o["ratio"]))
     out += topology.findings(doc, finding)
     # one verdict: after a confirm phase, what it did not confirm is unconfirmed (exit 3), not a
@@ -87,7 +97,7 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     unconfirmed = [f for f in out if needs_confirming(f)] if confirm_phase_ran(doc) else []
     held_back = {id(u) for u in unconfirmed}
     out = [f for f in out if id(f) not in held_back]
-    diagnosis = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
+    diagnosis: dict[str, Any] = {"confirm_records": len(confirm_recs), "verdicts": [_summary(v) for v in verdicts],
                  "withdrawn": withdrawn, "fabric": placed, "unconfirmed_findings": unconfirmed}
     if not confirm_recs and table is not None:
         sus, _ = find(table, rules["confirm"], int(rules["outliers"]["min_peers"]), pair_ratio=o["pair_ratio"])
@@ -95,7 +105,7 @@ def extend(doc, rules, lm, cols, sizes, findings, all_recs=None, obs=None):
     return out, diagnosis
 
 
-def _name(s):
+def _name(s: dict[str, Any]) -> str:
     t = s.get("target") or s
     return f"rank {t['rank']}" if "rank" in t else f"pair {t['src']}->{t['dst']}"
 
@@ -103,7 +113,7 @@ def _name(s):
 WITHDRAWN = "withdrawn"
 
 
-def apply_verdict(f, verdicts):
+def apply_verdict(f: dict[str, Any], verdicts: list[dict[str, Any]]) -> bool | str:
     """Mark finding f with its confirm verdict: WITHDRAWN when, re-measured next to good
     pairs, it ran like them; True when confirmed or not (f updated); False: no verdict."""
     v = _verdict_for(f, verdicts)
@@ -115,14 +125,14 @@ def apply_verdict(f, verdicts):
     return True
 
 
-def _summary(v):
+def _summary(v: dict[str, Any]) -> dict[str, Any]:
     keys = ("kind", "target", "why", "alternations", "ratio", "slow", "slow_confidence", "suspect_gbs",
             "reference_gbs", "repeat_spread", "reference_repeat_spread", "unstable", "unstable_confidence",
             "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "unsteadiness_ratio", "when")
     return {k: v[k] for k in keys if k in v}
 
 
-def _verdict_for(f, verdicts):
+def _verdict_for(f: dict[str, Any], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
     for v in verdicts:
         t = v["target"]
         if f["kind"] in VERDICT_RANK_KINDS and v["kind"] == "rank" and t.get("rank") in (f.get("ranks") or []):
@@ -133,7 +143,7 @@ def _verdict_for(f, verdicts):
     return None
 
 
-def _first_pass_confidence(f, table):
+def _first_pass_confidence(f: dict[str, Any], table: PairTable | None) -> float | None:
     if table is None:
         if f.get("measured_gbs") and f.get("expected_gbs"):
             return confidence(signed_rank_p([math.log(f["measured_gbs"] / f["expected_gbs"])]))
@@ -157,7 +167,8 @@ def _first_pass_confidence(f, table):
     return confidence(signed_rank_p(logs)) if logs else None
 
 
-def _rank_findings(verdicts, lm, make, what):
+def _rank_findings(verdicts: list[dict[str, Any]], lm: Any, make: Callable[..., dict[str, Any]],
+                   what: str) -> list[dict[str, Any]]:
     """Confirmed ranks, merged into their host when every rank of it is confirmed."""
     of_rank = {v["target"]["rank"]: v for v in verdicts}
     out = []
@@ -191,7 +202,7 @@ def _rank_findings(verdicts, lm, make, what):
     return out
 
 
-def _unstable_text(v):
+def _unstable_text(v: dict[str, Any]) -> str:
     spread = max((x for x in (v.get("repeat_spread") or {}).values() if x), default=None)
     ref = max((x for x in (v.get("reference_repeat_spread") or {}).values() if x), default=None)
     rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s without the highest and lowest "
@@ -203,7 +214,7 @@ def _unstable_text(v):
             f"{len({w['alt'] for w in v.get('when') or []})} of {v['alternations']} alternations")
 
 
-def _pairfinding(v, lm, make):
+def _pairfinding(v: dict[str, Any], lm: Any, make: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     s, d = v["target"]["src"], v["target"]["dst"]
     common = dict(src=s, dst=d, src_host=lm.node(s), dst_host=lm.node(d), confirmed=True, confirm=_summary(v))
     who = f"pair {lm.label(s)} -> {lm.label(d)} (ranks {s}->{d})"

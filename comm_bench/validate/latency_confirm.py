@@ -12,6 +12,8 @@ left unconfirmed do.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..results.records import inverse_latency, latency_pair_records
 from .finding_kinds import finding
 from .latency import times, us
@@ -19,7 +21,8 @@ from .findings import WITHDRAWN, _summary, apply_verdict, confirm_phase_ran, nee
 from .verdicts import judge
 
 
-def confirm_latency(doc, rules, lm, latency, bar):
+def confirm_latency(doc: dict[str, Any], rules: dict[str, Any], lm: Any, latency: list[dict[str, Any]],
+                    bar: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(latency findings, diagnosis: {"verdicts", "withdrawn", "unconfirmed_findings"}); bar:
     the rules' latency_ratio. A first-pass finding stands when its re-measurement confirms it
     at bar x its references' latency or more; re-measured below that (or like them), it is
@@ -28,7 +31,9 @@ def confirm_latency(doc, rules, lm, latency, bar):
     recs = latency_pair_records(doc)
     confirm_recs = [r for r in recs if isinstance(r.get("confirm"), dict)]
     verdicts = judge(confirm_recs, rules, inverse_latency)
-    out, withdrawn, unconfirmed = [], [], []
+    out: list[dict[str, Any]] = []
+    withdrawn: list[str] = []
+    unconfirmed: list[dict[str, Any]] = []
     ran = confirm_phase_ran(doc)
     for f in latency:
         judged = apply_verdict(f, verdicts)
@@ -58,7 +63,7 @@ def confirm_latency(doc, rules, lm, latency, bar):
                  "unconfirmed_findings": unconfirmed}
 
 
-def _confirmed(group, v, lm, node, whole):
+def _confirmed(group: list[int] | None, v: dict[str, Any], lm: Any, node: Any, whole: bool) -> dict[str, Any]:
     """A latency finding from a confirmed suspect: the first pass did not name it."""
     times = 1.0 / v["ratio"]
     how = (f"answers slowly: {times:.2g}x the one-way latency of known-good pairs measured alternately "

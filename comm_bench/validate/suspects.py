@@ -10,14 +10,16 @@ is log(max / median) of its per-iteration times (latency_us, already in every re
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .pair_obs import Observations, segment_medians
+from .pair_obs import Observations, PairColumns, segment_medians
 from .stats import robust_z
 
 
-def first_pass(recs):
+def first_pass(recs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Pair records that are not confirm-phase re-measurements."""
     return [r for r in recs if not isinstance(r.get("confirm"), dict)]
 
@@ -25,7 +27,7 @@ def first_pass(recs):
 class PairTable:
     """First-pass pair values per (op, size, class) group; ranks' scores per class."""
 
-    def __init__(self, cols, sizes, obs=None):
+    def __init__(self, cols: PairColumns, sizes: Iterable[int], obs: Observations | None = None) -> None:
         """cols: the first pass's PairColumns; obs: validate's Observations of them at these
         sizes, taken as they are when they hold no pair of a rank with itself (2 million
         medians at 1,024 ranks, not computed twice)."""
@@ -35,19 +37,21 @@ class PairTable:
         s, d, u = obs.inst
         keep = ~np.isnan(u) & (s != d)
         self.inst = (s[keep], d[keep], u[keep])     # each record's instability, by its pair
-        self._scores = None
+        self._scores: dict[tuple[Any, str], dict[int, float]] | None = None
 
-    def rel(self):
+    def rel(self) -> np.ndarray:
         """Each pair's value relative to its group's median (NaN where that median is 0)."""
         g = self.obs.gmed[self.obs.g]
-        return np.divide(self.obs.v, g, out=np.full(len(g), np.nan), where=g > 0)
+        rel: np.ndarray = np.divide(self.obs.v, g, out=np.full(len(g), np.nan), where=g > 0)
+        return rel
 
-    def rank_scores(self):
+    def rank_scores(self) -> dict[tuple[Any, str], dict[int, float]]:
         """(class, direction) -> rank -> the median of its pairs' relative values; direction
         "out" (the rank sends), "in" (it receives) or "both": a NIC can fail one way only."""
         if self._scores is not None:
             return self._scores
-        obs, rel, out = self.obs, self.rel(), {}
+        obs, rel = self.obs, self.rel()
+        out: dict[tuple[Any, str], dict[int, float]] = {}
         ok = rel > 0
         for cls in sorted({k[2] for k in obs.keys}, key=str):
             m = ok & np.isin(obs.g, [g for g, k in enumerate(obs.keys) if k[2] == cls])
@@ -59,7 +63,7 @@ class PairTable:
         self._scores = out
         return out
 
-    def rank_instability(self):
+    def rank_instability(self) -> dict[str, dict[int, float]]:
         """direction -> rank -> median instability of its pairs"""
         s, d, u = self.inst
         if not len(u):
@@ -68,7 +72,7 @@ class PairTable:
                 for way, ranks, vals in (("both", np.concatenate([s, d]), np.concatenate([u, u])),
                                          ("in", d, u), ("out", s, u))}
 
-    def pair_counts(self, pairs):
+    def pair_counts(self, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
         """pair -> how many groups measured it, for the given pairs."""
         obs, out = self.obs, {p: 0 for p in pairs}
         code, n = obs.codes()
@@ -78,12 +82,12 @@ class PairTable:
         return out
 
 
-def suspect_key(s):
+def suspect_key(s: dict[str, Any]) -> tuple[Any, ...]:
     """("rank", r) or ("pair", src, dst): one suspect's identity, whatever else it carries."""
     return ("rank", s["rank"]) if s["kind"] == "rank" else ("pair", s["src"], s["dst"])
 
 
-def _worst_first(e, pair_ratio):
+def _worst_first(e: dict[str, Any], pair_ratio: float) -> tuple[Any, ...]:
     """Sort key of a suspect: slow ranks, ranks shared by several slow pairs, pairs as slow
     as a finding (at or below pair_ratio), ranks only unsteady, then the other pairs."""
     if e["kind"] == "pair":
@@ -92,7 +96,8 @@ def _worst_first(e, pair_ratio):
     return (tier, e["score"] or 0.0, -e.get("slow_pairs", 0), e["rank"])
 
 
-def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
+def find(table: PairTable, c: dict[str, Any], min_peers: int = 3, named: Iterable[dict[str, Any]] = (),
+         pair_ratio: float = 0.0) -> tuple[list[dict[str, Any]], list[int]]:
     """Suspects: [{"kind": "rank", "rank", "why": [...], ...} | {"kind": "pair", "src", "dst", ...}]
     worst first, and the ranks that look best (references).
     named: suspects of that form that validate's first pass would report; they go first, up
@@ -103,15 +108,15 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
     names a pair) go before ranks that are only unsteady (a CI run's 4 suspects were a slow
     rank, two ranks unsteady at 1.41x and 1.43x, and a pair at 9%)."""
     z_lim, keep = c["suspect_z"], 1.0 - c["min_effect"]
-    ranks = {}
+    ranks: dict[int, dict[str, Any]] = {}
     for cls, per in sorted(table.rank_scores().items(), key=lambda kv: str(kv[0])):
         rs = sorted(per)
         if len(rs) < max(3, min_peers):
             continue
         scores = [per[r] for r in rs]
         zs, med = robust_z([math.log(s) for s in scores])
-        for r, s, z in zip(rs, scores, zs):
-            rel = s / math.exp(med)
+        for r, x, z in zip(rs, scores, zs):
+            rel = x / math.exp(med)
             if -z > z_lim and rel < keep:
                 e = ranks.setdefault(r, {"kind": "rank", "rank": r, "why": [], "score": rel})
                 if "slow" not in e["why"]:
@@ -129,27 +134,28 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
                 if "unstable" not in e["why"]:
                     e["why"].append("unstable")
                 e["instability_ratio"] = max(ratio, e.get("instability_ratio", 0))
-    pairs, obs = {}, table.obs
+    pairs: dict[tuple[int, int], list[float]] = {}
+    obs = table.obs
     # a slow rank explains its pairs, as in validate's check; an unsteady one does not: a CI
     # run flagged rank 4 unsteady and so never re-measured its pair 4->6 at 10%
     flagged = np.zeros(int(max(obs.s.max(initial=0), obs.d.max(initial=0))) + 1, dtype=bool)
     flagged[[r for r, e in ranks.items() if "slow" in e["why"] and r < len(flagged)]] = True
     for gi in range(len(obs.keys)):
         sl = obs.group(gi)
-        s, d, v = obs.s[sl], obs.d[sl], obs.v[sl]
-        rest = np.flatnonzero(~flagged[s] & ~flagged[d])
-        if len(rest) < max(3, min_peers):
+        s, d, gv = obs.s[sl], obs.d[sl], obs.v[sl]
+        peers = np.flatnonzero(~flagged[s] & ~flagged[d])
+        if len(peers) < max(3, min_peers):
             continue
-        zs, med = robust_z(np.log(np.maximum(v[rest], 1e-12)))
-        rel = v[rest] / math.exp(med)
-        for i in np.flatnonzero((-np.array(zs) > z_lim) & (rel < keep)).tolist():
-            pairs.setdefault((int(s[rest[i]]), int(d[rest[i]])), []).append(float(rel[i]))
+        zs, med = robust_z(np.log(np.maximum(gv[peers], 1e-12)))
+        prel = gv[peers] / math.exp(med)
+        for i in np.flatnonzero((-np.array(zs) > z_lim) & (prel < keep)).tolist():
+            pairs.setdefault((int(s[peers[i]]), int(d[peers[i]])), []).append(float(prel[i]))
     nsizes = table.pair_counts(list(pairs))
     pairs = {p: v for p, v in pairs.items() if len(v) >= 0.5 * nsizes[p]}
     # several slow pairs sharing one end, while that end's median is fine: a link that is
     # slow only part of the time (the pairs measured then), so that end is the suspect
     while pairs:
-        ends = {}
+        ends: dict[int, int] = {}
         for p in pairs:
             for r in p:
                 ends[r] = ends.get(r, 0) + 1
@@ -163,11 +169,11 @@ def find(table, c, min_peers=3, named=(), pair_ratio=0.0):
         pairs = {p: v for p, v in pairs.items() if r not in p}
     out = sorted([*ranks.values(), *({"kind": "pair", "src": p[0], "dst": p[1], "why": ["slow"], "score": min(v)}
                                      for p, v in pairs.items())], key=lambda e: _worst_first(e, pair_ratio))
-    first = {suspect_key(e): e for e in named}
-    first = list(first.values())[:int(c["max_named"])]
+    by_key = {suspect_key(e): e for e in named}
+    first = list(by_key.values())[:int(c["max_named"])]
     rest = [e for e in out if suspect_key(e) not in {suspect_key(e) for e in first}]
     out = first + rest[:max(0, int(c["max_suspects"]) - len(first))]
-    score = {}
+    score: dict[int, float] = {}
     for per in table.rank_scores().values():
         for r, v in per.items():
             score[r] = min(score.get(r, math.inf), v)
