@@ -114,9 +114,9 @@ class Op:
                 xp.arange(a, dtype=xp.int64, **where)
         idx = arange(in_count)
         if redop == "sum":
-            all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731
+            all_sum = lambda i: sum(self.value(r, i) for r in range(n))  # noqa: E731 - one of two reducers, picked by redop
         else:
-            all_sum = lambda i: reduce_values(redop, [self.value(r, i) for r in range(n)])  # noqa: E731
+            all_sum = lambda i: reduce_values(redop, [self.value(r, i) for r in range(n)])  # noqa: E731 - one of two reducers, picked by redop
         if self.name == "all_reduce":
             return all_sum(idx)
         if self.name == "reduce":

@@ -101,7 +101,7 @@ def predict(c, w, cluster, lm, compute, overlap=None, headroom=0.1, force=None, 
             for sw in ([tuple(force) + (True,) * (4 - len(force))] if force else configs(kind, c["tp"], w)):
                 out = evaluate(c, w, cluster, lm, compute, Config(b, v, *sw), overlap_for, overlap, headroom)
                 if not out["feasible"]:
-                    leaner = lambda o: (o["memory_gb"] is None, o["memory_gb"] or 0)  # noqa: E731
+                    leaner = lambda o: (o["memory_gb"] is None, o["memory_gb"] or 0)  # noqa: E731 - a one-line sort key
                     if lean is None or leaner(out) < leaner(lean):
                         lean = out
                     if out["memory_gb"] is None:

@@ -79,7 +79,7 @@ def _violations(nv, h) -> dict:
 
 
 def _power(nv, h) -> dict:
-    mw = lambda fn: (lambda v: None if v is None else round(v / 1000, 1))(_try(fn, h) if fn else None)  # noqa: E731
+    mw = lambda fn: (lambda v: None if v is None else round(v / 1000, 1))(_try(fn, h) if fn else None)  # noqa: E731 - a one-line NVML reader of this handle
     return {"draw_w": mw(nv.nvmlDeviceGetPowerUsage),
             "limit_w": mw(getattr(nv, "nvmlDeviceGetEnforcedPowerLimit", None)),
             "default_limit_w": mw(getattr(nv, "nvmlDeviceGetPowerManagementDefaultLimit", None))}
@@ -87,7 +87,7 @@ def _power(nv, h) -> dict:
 
 def _temperature(nv, h) -> dict:
     gpu = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
-    th = lambda k: _try(nv.nvmlDeviceGetTemperatureThreshold, h, k)  # noqa: E731
+    th = lambda k: _try(nv.nvmlDeviceGetTemperatureThreshold, h, k)  # noqa: E731 - a one-line NVML reader of this handle
     return {"gpu_c": _try(nv.nvmlDeviceGetTemperature, h, gpu),
             "slowdown_c": th(getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)),
             "shutdown_c": th(getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0))}
@@ -117,7 +117,7 @@ def _ecc(nv, h) -> dict:
     cor = getattr(nv, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
     vol, agg = getattr(nv, "NVML_VOLATILE_ECC", 0), getattr(nv, "NVML_AGGREGATE_ECC", 1)
     mode = _try(nv.nvmlDeviceGetEccMode, h)
-    total = lambda kind, where: _try(nv.nvmlDeviceGetTotalEccErrors, h, kind, where)  # noqa: E731
+    total = lambda kind, where: _try(nv.nvmlDeviceGetTotalEccErrors, h, kind, where)  # noqa: E731 - a one-line NVML reader of this handle
     return {"enabled": bool(mode[0]) if isinstance(mode, (list, tuple)) and mode else None,
             "volatile_uncorrected": total(unc, vol), "aggregate_uncorrected": total(unc, agg),
             "volatile_corrected": total(cor, vol)}
@@ -126,7 +126,7 @@ def _ecc(nv, h) -> dict:
 def _retired_pages(nv, h) -> dict:
     sbe = getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0)
     dbe = getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
-    count = lambda cause: (lambda v: None if v is None else len(v))(_try(nv.nvmlDeviceGetRetiredPages, h, cause))  # noqa: E731
+    count = lambda cause: (lambda v: None if v is None else len(v))(_try(nv.nvmlDeviceGetRetiredPages, h, cause))  # noqa: E731 - a one-line NVML reader of this handle
     pending = _try(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
     return {"single_bit": count(sbe), "double_bit": count(dbe),
             "pending": None if pending is None else bool(pending)}
@@ -220,7 +220,7 @@ def summary(r: dict) -> str:
     if not r.get("available"):
         return r.get("why") or "not readable"
     c, t, p, e = r.get("clocks_mhz") or {}, r.get("temperature") or {}, r.get("power") or {}, r.get("pcie") or {}
-    q = lambda v: "?" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    q = lambda v: "?" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731 - a one-line formatter
     parts = [f"SM {q(c.get('sm'))}/{q(c.get('sm_max'))} MHz", f"mem {q(c.get('mem'))}/{q(c.get('mem_max'))} MHz",
              f"{q(t.get('gpu_c'))} C (slowdown {q(t.get('slowdown_c'))} C)",
              f"{q(p.get('draw_w'))}/{q(p.get('limit_w'))} W",

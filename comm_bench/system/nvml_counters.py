@@ -115,7 +115,7 @@ def _field(nv, h, field_id, scope=None):
         return None
     try:
         vals = nv.nvmlDeviceGetFieldValues(h, [(field_id, scope) if scope is not None else field_id])
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and friends: no such field
         return None
     v = vals[0]
     if getattr(v, "nvmlReturn", 1) != 0:

@@ -195,7 +195,7 @@ def read_pci(root="/"):
 
 
 def _read_pci_dev(full, bdf, parent, rc, chain):
-    a = lambda n: read_attr(os.path.join(full, n))  # noqa: E731
+    a = lambda n: read_attr(os.path.join(full, n))  # noqa: E731 - a one-line reader of this device's attributes
     vendor, cls = a("vendor"), a("class")
     kind = classify_pci(cls, vendor)
     cur, mx = parse_link_speed(a("current_link_speed")), parse_link_speed(a("max_link_speed"))
@@ -374,7 +374,7 @@ def read_net(root="/", pci=None):
     found = _class_dir_devices(root, "net", found)
     out = []
     for name, (path, bdf) in sorted(found.items()):
-        a = lambda n: read_attr(os.path.join(path, n))  # noqa: E731
+        a = lambda n: read_attr(os.path.join(path, n))  # noqa: E731 - a one-line reader of this device's attributes
         speed = _int(a("speed"))
         typ = _int(a("type"))
         out.append({"name": name, "pci": bdf, "virtual": bdf is None,

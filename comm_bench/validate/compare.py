@@ -391,7 +391,7 @@ def format_text(result: dict[str, Any]) -> str:
                                        for x, r in zip(letters, runs))
              + ("; change = (X - A) / A" if len(runs) > 1 else "")]
     widths = [14, 4, 7] + [w for i in range(len(runs)) for w in ([10, 10, 10] + ([9, 9, 6, 7] if i else []))]
-    line: Callable[[list[str]], str] = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    line: Callable[[list[str]], str] = lambda cells: " ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731 - a one-line row formatter
     lines.append("#" + line(header_cells(letters)))
     lines += [" " + line(row_cells(row)) for row in result["rows"]]
     return "\n".join(lines + summary_lines(result, letters))

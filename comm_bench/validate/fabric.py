@@ -67,7 +67,7 @@ def localize(doc: dict[str, Any], lm: Any, findings: list[dict[str, Any]], measu
         return _uplinks(lm, switch, out, measured, min_share, set(low) | set(slow), values or {}, notes)
     if not switch:
         return out, notes
-    sw: Callable[[int], str | None] = lambda r: switch.get(lm.host(r))       # noqa: E731
+    sw: Callable[[int], str | None] = lambda r: switch.get(lm.host(r))       # noqa: E731 - a one-line lookup: rank -> its switch
 
     def ports(a: int, b: int) -> tuple[tuple[Any, int], ...]:
         if sw(a) is None or sw(b) is None or sw(a) == sw(b):
@@ -115,7 +115,7 @@ def _uplinks(lm: Any, switch: dict[str, str], out: list[dict[str, Any]], measure
     of each of its hosts'), from 2 or more hosts, while its pairs inside it read normal, has
     a bad uplink: one bad-switch-port finding replaces the hosts and pairs it explains (each
     of its hosts would otherwise look slow, since most of their peers are elsewhere)."""
-    sw: Callable[[int], str | None] = lambda r: switch.get(lm.host(r))       # noqa: E731
+    sw: Callable[[int], str | None] = lambda r: switch.get(lm.host(r))       # noqa: E731 - a one-line lookup: rank -> its switch
     bad = set(map(frozenset, low)) | {frozenset((f["src"], f["dst"])) for f in out if f["kind"] == "bad-pair"}
     pairs = {frozenset(p) for p in measured if p[0] != p[1]}
     leaving = {s: {p for p in pairs if sum(sw(r) == s for r in p) == 1} for s in set(switch.values())}
@@ -137,7 +137,7 @@ def _uplinks(lm: Any, switch: dict[str, str], out: list[dict[str, Any]], measure
         mine = {r for p in pairs for r in p if sw(r) == s}
         explained = [f for f in out if (f["kind"] in RANK_KINDS and set(f.get("ranks") or []) <= mine)
                      or (f["kind"] == "bad-pair" and frozenset((f["src"], f["dst"])) in slow)]
-        rate: Callable[[set[frozenset[int]]], float | None] = lambda ps: _median([values[q] for p in ps for q in (tuple(p), tuple(p)[::-1]) if q in values])  # noqa: E731
+        rate: Callable[[set[frozenset[int]]], float | None] = lambda ps: _median([values[q] for p in ps for q in (tuple(p), tuple(p)[::-1]) if q in values])  # noqa: E731 - a one-line helper
         low_gbs, in_gbs = rate(slow), rate(inside)
         said = f": its pairs leaving it run at {low_gbs:.3g} GB/s median, pairs inside it at {in_gbs:.3g}" \
             if low_gbs and in_gbs else ""

@@ -91,7 +91,7 @@ def _gpu_problems(rank: int, host: str, before: Any, after: Any, peers_up: dict[
         return []
     gpu = _gpu_name(reads, rank)
     out: list[Problem] = []
-    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
+    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731 - a one-line finding maker
         Problem(kind, rank, host, gpu, text, advice, finding, kw))
     # PCIe: a width below the link's maximum is never power saving; a lower generation is,
     # when the GPU is idle, so it counts only in a reading taken while the GPU was busy
@@ -205,7 +205,7 @@ def _nic_problems(rank: int, host: str, before: Any, after: Any, peer_rate: dict
     r0 = reads[0]
     nic = f"NIC {r0.get('device') or '?'}" + (f" port {r0['port']}" if r0.get("port") not in (None, 1) else "")
     out: list[Problem] = []
-    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731
+    mk: Callable[..., None] = lambda kind, text, advice="", finding=True, **kw: out.append(  # noqa: E731 - a one-line finding maker
         Problem(kind, rank, host, nic, text, advice, finding, kw))
     for r in reads:
         state = r.get("state")

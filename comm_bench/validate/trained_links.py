@@ -52,7 +52,7 @@ def findings(doc: dict[str, Any], make: Callable[..., dict[str, Any]]) -> list[d
     groups: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for host, kind, grp, e in entries:
         groups.setdefault(grp, []).append(e)
-    width = lambda e: _num((e.get("pcie") if isinstance(e.get("pcie"), dict) else {}).get("cur_width"))  # noqa: E731
+    width = lambda e: _num((e.get("pcie") if isinstance(e.get("pcie"), dict) else {}).get("cur_width"))  # noqa: E731 - a one-line reader of a link's width
     widths = {g: _group_stats(m, width) for g, m in groups.items()}
     rates = {g: _group_stats(m, lambda e: _num(e.get("rate_gbs"))) for g, m in groups.items()}
     out: list[dict[str, Any]] = []

@@ -21,7 +21,7 @@ def _cell(fig, key):
 def narrow(result) -> str:
     runs = result["runs"]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
-    line = lambda cells: " ".join(str(c).rjust(w) for c, w in zip(cells, _WIDTHS))  # noqa: E731
+    line = lambda cells: " ".join(str(c).rjust(w) for c, w in zip(cells, _WIDTHS))  # noqa: E731 - a one-line row formatter
     out = [f"# {x} = {r['name']} ({r['transport']}, {r['world_size']} ranks"
            + (f", {r['repeats']} repeats: geometric means)" if r.get("repeats", 1) > 1 else ")")
            for x, r in zip(letters, runs)]

@@ -153,7 +153,7 @@ def rank_table(data, table_id="ranks"):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out_med, in_med = np.nanmedian(util, axis=1), np.nanmedian(util, axis=0)
-    pct = lambda v: "" if v != v else f"{v * 100:.0f}%"  # noqa: E731
+    pct = lambda v: "" if v != v else f"{v * 100:.0f}%"  # noqa: E731 - a one-line formatter
     score = "median / this" if data.metric == "lat" else "util."
     order = np.argsort(np.where(np.isfinite(out_med), out_med, np.inf))
     rows = "".join(f"<tr><td class=l>{e(data.labels[i])}</td><td class=l>{e(data.nodes[i])}</td>"

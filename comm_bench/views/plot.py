@@ -77,7 +77,7 @@ def build(named_docs, ops=None):
     curves = {}
     for key, c in points.items():
         sizes = sorted(c["sizes"])
-        med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+        med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731 - a one-line median (NaN when empty)
         curves[key] = {"mode": c["mode"], "sizes": sizes,
                        "gbs": [med(c["sizes"][s]["gbs"]) for s in sizes],
                        "gbs_lo": [min(c["sizes"][s]["gbs"], default=float("nan")) for s in sizes],

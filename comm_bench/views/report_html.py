@@ -164,7 +164,7 @@ def _results_tables(doc):
             def med(k):
                 v = [x.get(k) for x in group if isinstance(x.get(k), (int, float))]
                 return statistics.median(v) if v else None
-            f = lambda v, p=3: "" if v is None else f"{v:.{p}g}"  # noqa: E731
+            f = lambda v, p=3: "" if v is None else f"{v:.{p}g}"  # noqa: E731 - a one-line number formatter
             r0 = group[0]
             extra = ""
             if pairs:
