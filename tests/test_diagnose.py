@@ -138,6 +138,30 @@ def test_paired_ratio_alone_does_not_name_a_host():
             assert v["ratio"] <= 0.9 and rep["findings"] == [], (v, rep["findings"])
 
 
+def test_a_rank_slow_in_one_direction_is_named():
+    """The CI run that withdrew a flapping host: rank 5 sending at ~0.75x its references in
+    7 of 8 alternations, receiving at 1.0x in all: pooled, its paired ratio read 0.87 and
+    its median GB/s its references' (9 of its 16 measurements fast), so not slow. Judged
+    per direction it is slow sending. The same run with both directions at 1.0x: nothing."""
+    for out_scale, named in ((0.75, True), (1.0, False)):
+        doc = _hosts_doc()
+        base = dict(doc["results"][0])
+        rnd = random.Random(7)
+        for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["slow"]}], [0, 1, 2], 8)):
+            slow = tag["role"] == "suspect" and tag["dir"] == "out" and tag["alt"] != 0
+            bw = 45.0 * rnd.uniform(0.97, 1.03) * (out_scale if slow else 1.0)
+            doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, round=100 + i,
+                                       time_us=base["size"] / bw / 1e3, confirm=tag))
+        rep = check(doc)
+        v = rep["checked"]["diagnosis"]["verdicts"][0]
+        if not named:
+            assert rep["findings"] == [] and not v["slow"], (v, rep["findings"])
+            continue
+        assert "pooled" in v and v["pooled"]["suspect_gbs"] / v["pooled"]["reference_gbs"] > 0.9, v   # pooled: missed
+        assert v["slow"] and v["direction"] == "out" and 0.7 < v["ratio"] < 0.8 and v["slow_confidence"] >= 0.95, v
+        assert [f["kind"] for f in rep["findings"]] == ["bad-host"] and rep["findings"][0]["ranks"] == [4], rep
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_suspect_not_reproduced_is_no_finding(seed):
     """The first pass saw rank 4 at 20% (a finding by the old rules); re-measured next to

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..schedule import schedule
 from .sweep import _RankRun
-from ..views.table import fit
+from ..views.table import prose
 from .confirm_phase import run_phase
 
 PAIR_PATTERN = "pairwise-concurrent"
@@ -70,7 +70,7 @@ class CheckRun(_RankRun):
             below = got < expect
             why = f"busbw {got:.3g} GB/s is {'below' if below else 'at or above'} the expected {expect:.3g} GB/s"
         localize = mode == "always" or (mode == "auto" and below)
-        self.progress.line(fit(f"# check: {op} {why}: "
-                               f"{'localizing with ' + PAIR_PATTERN + ' rounds' if localize else 'not localizing'}",
-                               indent="#   "))
+        # prose: wrapped on a terminal, one whole line into a pipe or file (for grep)
+        self.progress.line(prose(f"# check: {op} {why}: "
+                                 f"{'localizing with ' + PAIR_PATTERN + ' rounds' if localize else 'not localizing'}"))
         return {"localize": localize, "why": why}

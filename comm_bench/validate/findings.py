@@ -128,7 +128,8 @@ def apply_verdict(f: dict[str, Any], verdicts: list[dict[str, Any]]) -> bool | s
 def _summary(v: dict[str, Any]) -> dict[str, Any]:
     keys = ("kind", "target", "why", "alternations", "ratio", "slow", "slow_confidence", "suspect_gbs",
             "reference_gbs", "repeat_spread", "reference_repeat_spread", "unstable", "unstable_confidence",
-            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "unsteadiness_ratio", "when")
+            "max_over_median", "reference_max_over_median", "instability_ratio", "repeat_spread_ratio", "unsteadiness_ratio", "when",
+            "direction", "pooled")
     return {k: v[k] for k in keys if k in v}
 
 
@@ -188,7 +189,7 @@ def _rank_findings(verdicts: list[dict[str, Any]], lm: Any, make: Callable[..., 
             common = dict(host=node, ranks=rs, rank=rs[0] if len(rs) == 1 else None,
                           device=dev if len(rs) == 1 else None, confirmed=True, confirm=_summary(v))
             if what == "bad":
-                out.append(make(kind, f"{who} is slow: {v['suspect_gbs']:.3g} GB/s where known-good pairs "
+                out.append(make(kind, f"{who} is slow{_one_way(v)}: {v['suspect_gbs']:.3g} GB/s where known-good pairs "
                                 f"measured alternately with it ran {v['reference_gbs']:.3g} GB/s "
                                 f"({v['ratio']:.0%}, confirmed over {v['alternations']} alternations)",
                                 measured_gbs=v["suspect_gbs"], peer_median_gbs=v["reference_gbs"],
@@ -200,6 +201,11 @@ def _rank_findings(verdicts: list[dict[str, Any]], lm: Any, make: Callable[..., 
                                 unsteadiness_ratio=v["unsteadiness_ratio"],
                                 confidence=v["unstable_confidence"], **common))
     return out
+
+
+def _one_way(v: dict[str, Any]) -> str:
+    """' sending' / ' receiving' where one direction of a rank was judged slow on its own."""
+    return {"out": " sending", "in": " receiving"}.get(v.get("direction") or "", "")
 
 
 def _unstable_text(v: dict[str, Any]) -> str:
@@ -235,7 +241,9 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     for v in d.get("verdicts") or []:
         parts = []
         if "ratio" in v:
-            parts.append(f"{v['ratio']:.0%} of its references (confidence {v['slow_confidence']:.3g})")
+            both = f"; both directions {v['pooled']['ratio']:.0%}" if v.get("pooled") else ""
+            parts.append(f"{v['ratio']:.0%} of its references{_one_way(v)} (confidence {v['slow_confidence']:.3g}"
+                         f"{both})")
         if "unsteadiness_ratio" in v:
             parts.append(f"unsteadiness {v['unsteadiness_ratio']:.2g}x its references' "
                          f"(confidence {v['unstable_confidence']:.3g})")

@@ -13,7 +13,8 @@ of the paired ratios and the ratio of the medians (the two GB/s a finding prints
 min_effect: on a loaded host a few alternations that swing together can make the paired
 median read 86% while the suspect's own median ran 99.6% of its references' (a recorded CI
 run, 3 loopback ranks on 2 cores: rank 0 named "slow" at 0.947 GB/s against 0.951). A
-device that is slow shows in both. Unstable: that confidence, an effect of at least
+device that is slow shows in both. A rank suspect's sending and receiving halves are also
+judged each on its own (_slow_direction): a fault of one direction is slow there alone. Unstable: that confidence, an effect of at least
 unstable_ratio (the median of its u + d over the references' median u + d, in exp, or the
 spread of its K repeats over theirs, each without its highest and lowest), and unsteady (u
 or d alone at least unstable_ratio x its reference's) in at least half of the alternations: an intermittent link shows in most of
@@ -45,6 +46,30 @@ def _spread(values: Sequence[float]) -> float | None:
     if len(v) >= 5:
         v = v[1:-1]
     return v[-1] / v[0]
+
+
+def _slow_direction(rows: dict[tuple[Any, Any], dict[str, Any]], c: dict[str, Any]) -> dict[str, Any] | None:
+    """A rank suspect is measured sending and receiving; pooling the two halves a fault
+    of one direction (a CI run: rank 5 sending at 0.75x its references in 8 of 8
+    alternations, receiving at 1.00x, pooled 0.87 and its median 1.00: withdrawn). Each
+    direction is tested on its own, at alpha / the number of directions (Bonferroni), with
+    the same two effect bars as the pooled test. The slowest such direction, or None."""
+    dirs = sorted({d for _, d in rows}, key=str)
+    if len(dirs) < 2:
+        return None                  # one direction: the pooled test is this test
+    alpha = (1.0 - c["min_confidence"]) / len(dirs)
+    found = []
+    for d in dirs:
+        ms = [m for (_, dd), m in rows.items() if dd == d]
+        diffs = [math.log(m["suspect"][0] / m["reference"][0]) for m in ms]
+        p = signed_rank_p(diffs)
+        ratio = math.exp(statistics.median(diffs))
+        sus = statistics.median(m["suspect"][0] for m in ms)
+        ref = statistics.median(m["reference"][0] for m in ms)
+        if p <= alpha and max(ratio, sus / ref) <= 1.0 - c["min_effect"]:
+            found.append({"direction": d, "ratio": round(ratio, 4), "slow_confidence": confidence(p * len(dirs)),
+                          "suspect_gbs": sus, "reference_gbs": ref})
+    return min(found, key=lambda f: f["ratio"], default=None)
 
 
 def judge(recs: list[dict[str, Any]], rules: dict[str, Any],
@@ -111,6 +136,11 @@ def _judge(rs: list[dict[str, Any]], c: dict[str, Any],
     v.update(ratio=round(ratio, 4), slow_confidence=confidence(p),
              slow=p <= alpha and effect, reproduced=effect, suspect_gbs=sus_gbs, reference_gbs=ref_gbs,
              repeat_spread=spread, reference_repeat_spread=ref_spread)
+    one_way = _slow_direction(rows, c)
+    if one_way and not v["slow"]:
+        # the direction's own figures are what the finding quotes; the pooled ones are kept
+        v["pooled"] = {k: v[k] for k in ("ratio", "slow_confidence", "suspect_gbs", "reference_gbs")}
+        v.update(one_way, slow=True, reproduced=True)
     if unsteady:
         p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
         it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
