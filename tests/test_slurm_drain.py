@@ -45,7 +45,9 @@ def test_slurm_drain_drains_the_shaped_node_alone(cluster, tmp_path):
     # a dry run prints the one command and changes nothing
     p = validate(cluster, tmp_path, "--slurm-drain", "--dry-run", "--drain-list", "drain.txt")
     assert p.returncode == 1, (p.stdout[-3000:], p.stderr[-2000:])
-    (line,) = (tmp_path / "drain.txt").read_text().splitlines()
+    lines = (tmp_path / "drain.txt").read_text().splitlines()
+    assert len(lines) == 1, (lines, p.stdout[-3000:])       # the shaped node alone
+    (line,) = lines
     node, why = line.split("\t")
     assert node == f"n{SHAPED}" and why.startswith("comm-bench: slow host: ") and " GB/s (" in why, line
     assert p.stdout.splitlines()[-1].startswith(f"scontrol update NodeName=n{SHAPED} State=DRAIN 'Reason={why}")
