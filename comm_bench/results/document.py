@@ -370,6 +370,8 @@ def check_document(doc: dict[str, Any], path: str = "results") -> None:
         explain_schema_error(doc, path, fast)
     from .health_checks import check as check_health
     check_health(doc, path)
+    from .topology_checks import check as check_topology
+    check_topology(doc, path)
     checker = RecordChecker(doc, path)
     for i, rec in enumerate(doc["results"]):
         checker.check(i, rec)

@@ -70,7 +70,9 @@ def _short(v: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoReturn]) -> None:
+def walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoReturn]) -> None:
+    """value against spec: a (test, what) leaf, [spec] a list of them, {field: spec} an object
+    ("*": any other key); fail(where, what, value) at the first that is not so."""
     if value is None:            # any field may be absent or null: the GPU did not say
         return
     if isinstance(spec, tuple):
@@ -82,7 +84,7 @@ def _walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoR
         if not isinstance(value, list) or len(value) > MAX_ITEMS:
             fail(where, f"a list of at most {MAX_ITEMS} items", value)
         for i, item in enumerate(value):
-            _walk(item, spec[0], f"{where}[{i}]", fail)
+            walk(item, spec[0], f"{where}[{i}]", fail)
         return
     if not isinstance(value, dict) or len(value) > MAX_ITEMS:
         fail(where, "an object", value)
@@ -92,7 +94,7 @@ def _walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoR
             continue             # a field this version does not read
         if "*" in spec and not _text(key):
             fail(f"{where} key", "printable text", key)
-        _walk(item, sub, f"{where}.{key}", fail)
+        walk(item, sub, f"{where}.{key}", fail)
 
 
 def check(doc: dict[str, Any], path: str = "results") -> None:
@@ -103,4 +105,4 @@ def check(doc: dict[str, Any], path: str = "results") -> None:
 
     for i, rank in enumerate(doc.get("ranks") or []):
         if isinstance(rank, dict) and rank.get("health") is not None:
-            _walk(rank["health"], BLOCK, f"ranks[{i}].health", fail)
+            walk(rank["health"], BLOCK, f"ranks[{i}].health", fail)

@@ -166,6 +166,10 @@ class RecordChecker:
                     raise self._rank(i, key, v)
         if src is not None and src == dst:
             raise self.bad(f"record {i} (results[{i}]) is a pair from rank {src} to itself (src == dst)")
+        if (src is None) != (dst is None):
+            # every reader of a pair takes both ends (a fuzzed record without its dst: report exit 70)
+            have, lack = ("src", "dst") if dst is None else ("dst", "src")
+            raise self.bad(f"record {i} (results[{i}]) has a {have} but no {lack}: a pair record names both ranks")
         dtype = get("dtype")
         if dtype is not None and dtype not in self.dtypes:
             raise self.bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(self.dtypes)}")
@@ -240,6 +244,9 @@ class RecordChecker:
                         return None
             if "src" in ranks and "dst" in ranks and (ranks["src"] == ranks["dst"]).any():
                 return None
+            ends = [get("src") or [None] * n, get("dst") or [None] * n]
+            if [v is None for v in ends[0]] != [v is None for v in ends[1]]:
+                return None          # a record with one end only: the record-by-record check names it
             if not set(get("dtype", ())) <= set(self.dtypes):
                 return None
             for key, lo in (("algbw", MIN_GBS), ("busbw", MIN_GBS), ("bw_peak", MIN_GBS), ("time_us", MIN_US)):
