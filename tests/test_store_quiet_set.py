@@ -97,12 +97,12 @@ def test_a_waiting_client_that_leaves_is_forgotten_at_once():
     s.sendall(frame(GET, (b"never", b"600000")))
     time.sleep(0.2)
     server = master._server
-    assert server._groups
+    assert server.indexed == (1, 1)
     s.close()
     deadline = time.monotonic() + 5
-    while server._groups and time.monotonic() < deadline:
+    while server.indexed != (0, 0) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not server._groups and not server._waiting
+    assert server.indexed == (0, 0)
 
 
 def _host(port, ready):

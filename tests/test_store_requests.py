@@ -2,6 +2,7 @@
 every request is checked before use, and one request that fails ends its own connection
 only, never the server's loop. A real server process, real client sockets speaking the
 wire protocol (comm_bench/control/store_wire.py), loopback only."""
+import os
 import random
 import select
 import socket
@@ -20,21 +21,14 @@ from comm_bench.control.store_wire import (ADD, AUTH, CHECK, DELETE, GET, MULTI_
 
 SECRET = b"0123456789abcdef-store-requests"
 
-# A store server in a process of its own. "boom" is a fault planted for the test: a SET of
-# that key raises inside the server, as a bug in one request would.
+# A store server in a process of its own. "plant" sets the server's test hook
+# (csrc/core/store_loop.cpp): a SET of the key "boom" raises inside the server, as a bug in
+# one request would.
 SERVER = r'''
 import sys, time
 from comm_bench.control.rendezvous import _listener
 from comm_bench.control.store_server import StoreServer
 from comm_bench.system.netutil import free_port
-plant = sys.argv[2] == "plant"
-if plant:
-    real_set = StoreServer._set
-    def _set(self, key, value):
-        if key == b"boom":
-            raise RuntimeError("a planted fault")
-        return real_set(self, key, value)
-    StoreServer._set = _set
 port = free_port()
 StoreServer(_listener("127.0.0.1", port, True), sys.argv[1].encode())
 print(port, flush=True)
@@ -45,7 +39,8 @@ time.sleep(300)
 @pytest.fixture
 def server(request):
     plant = getattr(request, "param", "")
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, SECRET.decode(), plant or "-"],
+    env = dict(os.environ, COMM_BENCH_TEST_STORE_FAULT="boom") if plant else None
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, SECRET.decode()], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())

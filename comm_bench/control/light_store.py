@@ -1,4 +1,4 @@
-"""A key/value rendezvous store in the standard library, for the transports that do not
+"""A key/value rendezvous store of comm-bench's own (no torch), for the transports that do not
 hand the store to torch.distributed (tcp, rdma, grpc, mpi, cuda, nccl): importing torch
 only to meet costs a rank 1-3 s before its first measurement (docs/benchmarks/startup.md).
 
@@ -6,7 +6,9 @@ It offers what rendezvous.Store uses of torch's TCPStore, with the same behaviou
 and `wait` block until the keys exist or the timeout passes (TimeoutError), a lost server
 is a ConnectionError, `add` keeps a decimal counter; plus `multi_get` (what is there,
 without waiting) and `multi_set`. Rank 0 serves it from one thread running an event loop
-(store_server.py): thousands of clients cost a socket each, not a thread each.
+(store_server.py, in C++): thousands of clients cost a socket each, not a thread each. A
+call's socket work is one native call (csrc/core/store_client.cpp) that gives the GIL up
+once: a rank's client may share its interpreter with other threads.
 
 Every connection proves first that it holds the run's secret (an HMAC of a challenge the
 server draws), so a process without it can neither write nor make the server hold memory
@@ -20,7 +22,9 @@ after a `set` sees it.
 """
 from __future__ import annotations
 
-import select
+import ctypes
+import errno
+import os
 import socket
 import struct
 import threading
@@ -29,14 +33,25 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from .store_server import StoreServer
+from .store_server import StoreServer, _native
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSAGE, MULTI_GET, MULTI_SET,
                          OK, SET_QUIET, SET_REFUSED, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys,
                          pack_values, proof, unpack_values)
 
 
+_MAX_MS = (1 << 31) - 1       # the longest wait one native call takes (poll's int)
+
+
 class StoreRefused(ConnectionError):
     """The store refused a request (a quiet SET's refusal names its key)."""
+
+
+def _holds_frame(buf: bytearray) -> bool:
+    """buf begins with a whole frame (or a length _read_frame refuses without reading)."""
+    if len(buf) < 4:
+        return False
+    (size,) = _LEN.unpack_from(buf)
+    return len(buf) >= 4 + size or not 1 <= size <= MAX_MESSAGE
 
 
 def _read_frame(sock: socket.socket, views: bool = False, extra: bytearray | None = None) -> tuple[int, list[Any]]:
@@ -96,12 +111,14 @@ class LightStore:
                                        f"{timeout:.0f} s ({exc.strerror or exc})") from None
                 time.sleep(0.05)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._poll = select.poll()        # has a quiet SET's refusal arrived? (never waits)
-        self._poll.register(self._sock, select.POLLIN)
+        self._fd = self._sock.fileno()
+        self._exchange = _native().cb_store_exchange
+        self._buf = ctypes.create_string_buffer(1 << 16)    # the start of each answer lands here
         self._timeout_now: float | None = None
         self._extra = bytearray()         # bytes read past the last frame
         try:
             self._sock.settimeout(max(1.0, timeout))
+            self._timeout_now = max(1.0, timeout)
             _, (challenge,) = _read_frame(self._sock)
         except socket.timeout:
             self._sock.close()
@@ -117,15 +134,28 @@ class LightStore:
               answered: bool = True) -> list[Any]:
         """answered=False: a SET_QUIET, sent without waiting (only a refusal comes back)."""
         limit = wait_s + max(1.0, self.timeout)      # the server answers a wait itself
+        request = frame(op, [f.encode() if isinstance(f, str) else f for f in fields])
         refused, status, out = None, None, None
         with self._lock:
-            if limit != self._timeout_now:
-                self._sock.settimeout(limit)
-                self._timeout_now = limit
             try:
-                self._sock.sendall(frame(op, [f.encode() if isinstance(f, str) else f for f in fields]))
+                # one native call sends the request and reads the start of its answer, giving the
+                # GIL up once (csrc/core/store_client.cpp); a large answer's rest is read below
+                got = self._exchange(self._fd, request, len(request), answered, min(int(limit * 1e3), _MAX_MS),
+                                     self._buf, len(self._buf))
+                if got < 0:
+                    raise socket.timeout() if got == -errno.ETIMEDOUT else OSError(-got, os.strerror(-got))
+                reply, unread = ctypes.string_at(self._buf, got) if got else b"", answered
+                if answered and not self._extra and len(reply) >= 5 and reply[4] != SET_REFUSED and \
+                        _LEN.unpack_from(reply)[0] + 4 == len(reply):
+                    status, out = reply[4], fields_of(reply[4:], views)    # the usual answer: whole, alone
+                    unread = False
+                else:
+                    self._extra += reply
                 # refusals of earlier quiet SETs come first, in order; then this call's answer
-                while answered or self._extra or self._poll.poll(0):
+                while unread or self._extra:
+                    if not _holds_frame(self._extra) and limit != self._timeout_now:
+                        self._sock.settimeout(limit)        # the socket's own reads wait as long
+                        self._timeout_now = limit
                     status, out = _read_frame(self._sock, views, self._extra)
                     if status != SET_REFUSED:
                         break
