@@ -8,7 +8,23 @@ errors go through it; output files (HTML, PNG, JSON) are not touched.
 \\uXXXX is also what JSON writes for these characters, so JSON printed to stdout stays JSON."""
 from __future__ import annotations
 
+import os
 import sys
+
+STDOUT_TTY_ENV = "COMM_BENCH_STDOUT_TTY"   # the spawner's own stdout, "1" a terminal
+
+
+def user_terminal() -> bool:
+    """Does what this process prints end on a terminal? A spawned rank prints through its
+    spawner's pipe, so the spawner's word (STDOUT_TTY_ENV) counts where it is given: rank 0's
+    `check` line was left one long line on a terminal."""
+    said = os.environ.get(STDOUT_TTY_ENV)
+    if said is not None:
+        return said == "1"
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that
 # make a terminal show text in another order than it is

@@ -8,7 +8,7 @@ from cbtest import load_results, run_cli
 
 # into a pipe, prose stays one line each (for grep and scripts): validate's and the sweep's
 # verdicts; on a terminal it wraps (test_every_command_prose_fits_80_columns)
-PROSE = ("# verdict:", "# confirm verdict:", "# results:")
+PROSE = ("# verdict:", "# confirm verdict:", "# results:", "# check:")
 
 
 def _wide_lines(text, keep=PROSE):
@@ -105,6 +105,8 @@ def test_compare_topo_list_doctor_check_fit_80_columns(runs, tmp_path):
                 "--localize", "always", "--no-progress", "-o", tmp_path / "c.json", timeout=300)
     table = p.stdout.split("validate:")[0]          # validate's own report follows the tables
     assert p.returncode in (0, 1, 3) and "busbw" in table and not _wide_lines(table), _wide_lines(table)
+    said = [ln for ln in table.splitlines() if ln.startswith("# check:")]     # prose: one whole line
+    assert len(said) == 1 and said[0].endswith("localizing with pairwise-concurrent rounds"), said
 
 
 def test_select_into_a_file_is_not_cut_short(runs):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..printable import STDOUT_TTY_ENV
 
-STDOUT_TTY_ENV = "COMM_BENCH_STDOUT_TTY"   # the spawner's own stdout, "1" a terminal
 _MPI_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
 

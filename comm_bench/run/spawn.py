@@ -20,7 +20,7 @@ from ..results import data_error
 from ..control import fd_limit
 from ..errors import INTERNAL_ERROR, UsageError
 from ..system.netutil import free_port
-from .progress import STDOUT_TTY_ENV
+from ..printable import STDOUT_TTY_ENV
 from ..results.document import RUN_ID_ENV, finalize, load
 
 GRACE_S = 3.0  # how long the survivors get to report the failure themselves

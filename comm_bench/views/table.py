@@ -39,13 +39,9 @@ def fit_lines(text: str, width: int = WIDTH) -> str:
 def prose(text: str) -> str:
     """Lines of prose for stdout: on a terminal wrapped at WIDTH (fit_lines); into a file
     or a pipe each stays one line, whole, for grep and for scripts (as the issue has it:
-    not a terminal, nothing cut or folded)."""
-    import sys
-    try:
-        tty = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return fit_lines(text) if tty else text
+    not a terminal, nothing cut or folded). A spawned rank asks its spawner's stdout."""
+    from ..printable import user_terminal
+    return fit_lines(text) if user_terminal() else text
 
 
 def _lat(key):
