@@ -177,6 +177,23 @@ def test_a_lock_left_by_kill_9_is_taken_over(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
 
 
+def test_a_dead_writers_temporary_goes_when_the_lock_is_taken(tmp_path):
+    """A run killed between writing its document's temporary and renaming it leaves
+    `.r.json.<16 hex>.tmp` (a CI run found one beside the next run's results): the next
+    holder of r.json's lock removes it; another target's temporary and a look-alike stay."""
+    from comm_bench.results.safefile import Target
+    dead, other, alike = ".r.json.0123456789abcdef.tmp", ".q.json.0123456789abcdef.tmp", ".r.json.notours.tmp"
+    for name in (dead, other, alike):
+        (tmp_path / name).write_text("{")
+    target = Target(str(tmp_path / "r.json"))
+    try:
+        assert target.lock()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other, alike, ".r.json.lock"])
+    finally:
+        target.unlock()
+        target.close()
+
+
 @needs_root
 def test_read_only_file_system_lock_error_names_it(tmp_path):
     ro = tmp_path / "ro"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterable
@@ -150,8 +151,26 @@ class Target:
             now = self.lstat(name)
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 self._lock_fd = fd
+                self._remove_dead_temporaries()
                 return True
             os.close(fd)
+
+    def _remove_dead_temporaries(self) -> None:
+        """The lock is ours, so a temporary of this target is a dead writer's: a run killed
+        while it wrote its document (kill -9 between create and rename) left one, and a CI
+        run found it beside the next run's results."""
+        pattern = re.compile(rf"\.{re.escape(self.name)}\.[0-9a-f]{{16}}\.tmp")
+        try:
+            names = os.listdir(self.dfd)
+        except OSError:
+            return
+        for n in names:
+            st = self.lstat(n) if pattern.fullmatch(n) else None
+            if st is not None and stat.S_ISREG(st.st_mode):
+                try:
+                    os.unlink(n, dir_fd=self.dfd)
+                except OSError:
+                    pass
 
     def unlock(self) -> None:
         if self._lock_fd is None:
