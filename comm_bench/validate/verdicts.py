@@ -50,7 +50,7 @@ def _spread(values: Sequence[float]) -> float | None:
 
 def _slow_direction(rows: dict[tuple[Any, Any], dict[str, Any]], c: dict[str, Any]) -> dict[str, Any] | None:
     """A rank suspect is measured sending and receiving; pooling the two halves a fault
-    of one direction (a CI run: rank 5 sending at 0.75x its references in 8 of 8
+    of one direction (a CI run: rank 5 sending at 0.71-0.79x its references in 7 of 8
     alternations, receiving at 1.00x, pooled 0.87 and its median 1.00: withdrawn). Each
     direction is tested on its own, at alpha / the number of directions (Bonferroni), with
     the same two effect bars as the pooled test. The slowest such direction, or None."""
