@@ -27,7 +27,7 @@ from typing import Any
 from .. import __version__
 from .doclimits import loads_json
 from ..errors import RunFailed, UsageError
-from .record_checks import RecordChecker, _short
+from .record_checks import RecordChecker, shown
 from .stream import RecordStream, records as streamed_records, records_path, write_header
 from .safefile import Target, claim_next_free, disk_full_error, read_bounded
 from ..control.secret import PRIVATE_ENV
@@ -400,7 +400,7 @@ def explain_schema_error(doc: dict[str, Any], path: str, fast: Any, offset: int 
         name = exc.name or ""
         rule = exc.message[len(name):].strip() if exc.message.startswith(name) else exc.message
         raise UsageError(f"'{path}' is not a valid comm-bench results document: {_where(name, offset)}"
-                         f"{rule} (got {_short(exc.value)}; see docs/reliability.md)") from None
+                         f"{rule} (got {shown(exc.value)}; see docs/reliability.md)") from None
     if fast is not None:       # the two libraries read a corner of JSON Schema differently: refuse
         err = next(iter(fast.iter_errors(doc)))
         steps = list(err.instance_path[1:])

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..errors import UsageError
+from .record_checks import shown
 
 MAX_TEXT = 256
 MAX_ITEMS = 1024
@@ -65,11 +66,6 @@ NIC = {
 BLOCK = {"gpu": {"before": GPU, "after": GPU}, "nic": {"before": NIC, "after": NIC}, "error": TEXT}
 
 
-def _short(v: object) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def walk(value: Any, spec: Any, where: str, fail: Callable[[str, str, Any], NoReturn]) -> None:
     """value against spec: a (test, what) leaf, [spec] a list of them, {field: spec} an object
     ("*": any other key); fail(where, what, value) at the first that is not so."""
@@ -101,7 +97,7 @@ def check(doc: dict[str, Any], path: str = "results") -> None:
     """UsageError (one line) at the first malformed field of any rank's health block."""
     def fail(where: str, what: str, value: Any) -> NoReturn:
         raise UsageError(f"'{path}' is not a valid comm-bench results document: {where} must be {what} "
-                         f"(got {_short(value)}; a health block is read as untrusted input)")
+                         f"(got {shown(value)}; a health block is read as untrusted input)")
 
     for i, rank in enumerate(doc.get("ranks") or []):
         if isinstance(rank, dict) and rank.get("health") is not None:

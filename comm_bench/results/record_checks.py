@@ -38,8 +38,9 @@ NAME_FIELDS = ("transport", "op", "mode", "pattern", "dtype", "redop", "src_host
 MAX_NAME = 1024     # characters of a name (a host name is at most 253): a 1 MiB one is a damaged document
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+def shown(value: Any) -> str:
+    """A value from an untrusted document, as a refusal quotes it: JSON, at most 60 characters."""
+    text = json.dumps(value, default=repr) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -172,7 +173,7 @@ class RecordChecker:
             raise self.bad(f"record {i} (results[{i}]) has a {have} but no {lack}: a pair record names both ranks")
         dtype = get("dtype")
         if dtype is not None and dtype not in self.dtypes:
-            raise self.bad(f"record {i} (results[{i}].dtype) is {_short(dtype)}, not one of {', '.join(self.dtypes)}")
+            raise self.bad(f"record {i} (results[{i}].dtype) is {shown(dtype)}, not one of {', '.join(self.dtypes)}")
         for key in ("algbw", "busbw", "bw_peak"):
             v = get(key)
             if v.__class__ is float or v.__class__ is int:
@@ -336,5 +337,5 @@ class RecordChecker:
         kind = conf.get("kind")
         if kind == "pair" and "src" not in t or kind == "rank" and "rank" not in t:
             raise self.bad(f"record {i} (results[{i}].confirm) is of kind {kind!r} but its target is "
-                           f"{_short(t)}: a {kind} target is " + ('{"src": A, "dst": B}' if kind == "pair"
+                           f"{shown(t)}: a {kind} target is " + ('{"src": A, "dst": B}' if kind == "pair"
                                                                   else '{"rank": R}'))

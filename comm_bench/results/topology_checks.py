@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from ..errors import UsageError
-from .health_checks import COUNT, FLAG, NONNEG, NUMBER, TEXT, _short, walk
+from .health_checks import COUNT, FLAG, NONNEG, NUMBER, TEXT, walk
+from .record_checks import shown
 
 PCIE = {"cur_gen": COUNT, "max_gen": COUNT, "cur_width": COUNT, "max_width": COUNT, "cur_gbs": NONNEG,
         "max_gbs": NONNEG}
@@ -30,7 +31,7 @@ def check(doc: dict[str, Any], path: str = "results") -> None:
     """UsageError (one line) at the first malformed field of any host's topology."""
     def fail(where: str, what: str, value: Any) -> NoReturn:
         raise UsageError(f"'{path}' is not a valid comm-bench results document: {where} must be {what} "
-                         f"(got {_short(value)}; a topology is read as untrusted input)")
+                         f"(got {shown(value)}; a topology is read as untrusted input)")
 
     for i, host in enumerate(doc.get("hosts") or []):
         topo = host.get("topology") if isinstance(host, dict) else None

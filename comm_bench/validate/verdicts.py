@@ -48,12 +48,14 @@ def _spread(values: Sequence[float]) -> float | None:
     return v[-1] / v[0]
 
 
-def _slow_direction(rows: dict[tuple[Any, Any], dict[str, Any]], c: dict[str, Any]) -> dict[str, Any] | None:
+def _slow_direction(rows: dict[tuple[Any, Any], dict[str, Any]], c: dict[str, Any],
+                    sus_bw: dict[Any, list[float]], ref_bw: dict[Any, list[float]]) -> dict[str, Any] | None:
     """A rank suspect is measured sending and receiving; pooling the two halves a fault
     of one direction (a CI run: rank 5 sending at 0.71-0.79x its references in 7 of 8
     alternations, receiving at 1.00x, pooled 0.87 and its median 1.00: withdrawn). Each
     direction is tested on its own, at alpha / the number of directions (Bonferroni), with
-    the same two effect bars as the pooled test. The slowest such direction, or None."""
+    the same two effect bars as the pooled test (sus_bw / ref_bw: each direction's GB/s, as
+    _judge gathered them). The slowest such direction, or None."""
     dirs = sorted({d for _, d in rows}, key=str)
     if len(dirs) < 2:
         return None                  # one direction: the pooled test is this test
@@ -64,8 +66,7 @@ def _slow_direction(rows: dict[tuple[Any, Any], dict[str, Any]], c: dict[str, An
         diffs = [math.log(m["suspect"][0] / m["reference"][0]) for m in ms]
         p = signed_rank_p(diffs)
         ratio = math.exp(statistics.median(diffs))
-        sus = statistics.median(m["suspect"][0] for m in ms)
-        ref = statistics.median(m["reference"][0] for m in ms)
+        sus, ref = statistics.median(sus_bw[d]), statistics.median(ref_bw[d])
         if p <= alpha and max(ratio, sus / ref) <= 1.0 - c["min_effect"]:
             found.append({"direction": d, "ratio": round(ratio, 4), "slow_confidence": confidence(p * len(dirs)),
                           "suspect_gbs": sus, "reference_gbs": ref})
@@ -136,7 +137,7 @@ def _judge(rs: list[dict[str, Any]], c: dict[str, Any],
     v.update(ratio=round(ratio, 4), slow_confidence=confidence(p),
              slow=p <= alpha and effect, reproduced=effect, suspect_gbs=sus_gbs, reference_gbs=ref_gbs,
              repeat_spread=spread, reference_repeat_spread=ref_spread)
-    one_way = _slow_direction(rows, c)
+    one_way = _slow_direction(rows, c, sus_bw, ref_bw)
     if one_way and not v["slow"]:
         # the direction's own figures are what the finding quotes; the pooled ones are kept
         v["pooled"] = {k: v[k] for k in ("ratio", "slow_confidence", "suspect_gbs", "reference_gbs")}
