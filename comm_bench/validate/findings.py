@@ -211,8 +211,9 @@ def _one_way(v: dict[str, Any]) -> str:
 def _unstable_text(v: dict[str, Any]) -> str:
     spread = max((x for x in (v.get("repeat_spread") or {}).values() if x), default=None)
     ref = max((x for x in (v.get("reference_repeat_spread") or {}).values() if x), default=None)
-    rep = (f"; its {v['alternations']} repeats range {spread:.2g}x in GB/s without the highest and lowest "
-           f"(references {ref:.2g}x)"
+    # two decimals: the spreads are max / min near 1 ("1x" said nothing)
+    rep = (f"; its {v['alternations']} repeats range {spread:.2f}x in GB/s without the highest and lowest "
+           f"(references {ref:.2f}x)"
            if spread and ref else "")
     return (f"{v['unsteadiness_ratio']:.2g}x as unsteady as known-good pairs measured alternately with it "
             f"(per-iteration max/median {v['max_over_median']:.2g}x vs {v['reference_max_over_median']:.2g}x"
