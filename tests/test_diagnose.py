@@ -357,48 +357,51 @@ def test_instability_verdict(toggling):
     assert "as unsteady as known-good pairs" in u["message"]
 
 
+def _jumpy_suspect(bw_of, jumpy):
+    """A rank 4 instability suspect re-measured 8 times beside its references:
+    bw_of(tag) its GB/s per record; per-iteration max/median 1.25 and, in every other
+    alternation, `jumpy` (the references: 1.2). check()'s report and its verdict on rank 4."""
+    doc = _hosts_doc()
+    base = dict(doc["results"][0])
+    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
+        bw = bw_of(tag)
+        t = base["size"] / bw / 1e3
+        mom = (jumpy if tag["alt"] % 2 else 1.25) if tag["role"] == "suspect" else 1.2
+        doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i,
+                                   confirm=tag, latency_us=_lat(t, mom)))
+    rep = check(doc)
+    return rep, next(v for v in rep["checked"]["diagnosis"]["verdicts"] if v["target"] == {"rank": 4})
+
+
 def test_one_odd_repeat_is_not_instability():
     """A suspect a little jumpier than its references in every alternation (max/median 1.25
     and, in half of them, 1.75 against 1.2) whose one repeat of 8 ran at 40%: confident, and
     unsteady in half, yet its typical unsteadiness is 1.2x. Its max/min repeat spread (2.5x)
     made it read unstable-host; without the extremes it is 1.0x and nothing is named."""
-    doc = _hosts_doc()
     rnd = random.Random(5)
-    base = dict(doc["results"][0])
-    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
-        sus = tag["role"] == "suspect"
-        bw = 45.0 * rnd.uniform(0.99, 1.01) * (0.4 if sus and tag["alt"] == 3 and tag["dir"] == "out" else 1.0)
-        t = base["size"] / bw / 1e3
-        mom = (1.75 if tag["alt"] % 2 else 1.25) if sus else 1.2
-        doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i,
-                                   confirm=tag, latency_us=_lat(t, mom)))
-    rep = check(doc)
-    v = next(v for v in rep["checked"]["diagnosis"]["verdicts"] if v["target"] == {"rank": 4})
+    rep, v = _jumpy_suspect(lambda tag: 45.0 * rnd.uniform(0.99, 1.01) * (
+        0.4 if tag["role"] == "suspect" and tag["alt"] == 3 and tag["dir"] == "out" else 1.0), 1.75)
     assert v["unstable_confidence"] >= 0.95 and v["unsteadiness_ratio"] < 1.4 and len(v["when"]) >= 4, v
     assert v["repeat_spread_ratio"] < 1.1 and not v["unstable"], v
     assert rep["findings"] == [], rep["findings"]
 
 
 def test_a_wide_repeat_range_alone_needs_its_own_test():
-    """A suspect a little jumpier than its references in every alternation (max/median 1.25
-    and, in half of them, 1.7 against 1.2; unsteadiness under 1.4) whose 8 repeats sending are steady but for two at 65%: without the highest and lowest they
-    range 1.5x against the references' 1.06x, a ratio of 1.43, but six of its eight repeats
-    lie closer to their median than the references' do, so the rank-sum test of the
-    deviations does not support a wider spread and nothing is named. (On CPU-bound links
-    a clean rank read so: spread ratio 1.49, unsteadiness 1.30, named unstable-host.)"""
-    doc = _hosts_doc()
-    base = dict(doc["results"][0])
+    """A suspect a little jumpier than its references (max/median 1.25 and, in half of the
+    alternations, 1.7 against 1.2; unsteadiness under 1.4) whose 8 repeats sending are
+    steady but for two at 65%: without the highest and lowest they range 1.5x against the
+    references' 1.06x, a ratio of 1.43, but six of its eight repeats lie closer to their
+    median than the references' do, so the rank-sum test of the deviations does not support
+    a wider spread and nothing is named. (On CPU-bound links a clean rank read so: spread
+    ratio 1.49, unsteadiness 1.30, named unstable-host.)"""
     sus_out = [1.0, 1.0, 0.65, 1.0, 1.0, 0.66, 1.0, 1.01]
     ref_all = [1.0, 0.97, 1.03, 0.98, 1.02, 0.96, 1.04, 1.0]
-    for i, (s, d, tag, _) in enumerate(plan([{"kind": "rank", "rank": 4, "why": ["unstable"]}], [0, 1, 2], 8)):
-        sus = tag["role"] == "suspect"
-        bw = 45.0 * (sus_out[tag["alt"]] if sus and tag["dir"] == "out" else 1.0 if sus else ref_all[tag["alt"]])
-        t = base["size"] / bw / 1e3
-        mom = (1.7 if tag["alt"] % 2 else 1.25) if sus else 1.2
-        doc["results"].append(dict(copy.deepcopy(base), src=s, dst=d, algbw=bw, busbw=bw, time_us=t, round=100 + i,
-                                   confirm=tag, latency_us=_lat(t, mom)))
-    rep = check(doc)
-    v = next(v for v in rep["checked"]["diagnosis"]["verdicts"] if v["target"] == {"rank": 4})
+
+    def bw_of(tag):
+        if tag["role"] != "suspect":
+            return 45.0 * ref_all[tag["alt"]]
+        return 45.0 * (sus_out[tag["alt"]] if tag["dir"] == "out" else 1.0)
+    rep, v = _jumpy_suspect(bw_of, 1.7)
     assert v["unstable_confidence"] >= 0.95 and v["unsteadiness_ratio"] < 1.4 and len(v["when"]) >= 4, v
     assert v["repeat_spread_ratio"] >= 1.4 and not v["unstable"], v
     assert not [f for f in rep["findings"] if f["kind"].startswith("unstable")], rep["findings"]
