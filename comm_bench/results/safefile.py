@@ -25,7 +25,15 @@ from collections.abc import Callable, Iterable
 from ..errors import RunFailed, UsageError
 
 MAX_READ = 1 << 30   # the largest document read (a 128-rank pairwise sweep is ~300 MB)
-TMP_EXTRA = len("..") + 16 + len(".tmp")   # what a temporary's name adds to the target's
+TMP_HEX = 16        # hex digits of a temporary's random part
+
+
+def temporary_name(name: str, token: str) -> str:
+    """The name a document's new version is written under before the rename."""
+    return f".{name}.{token}.tmp"
+
+
+TMP_EXTRA = len(temporary_name("", "0" * TMP_HEX))   # what a temporary's name adds to the target's
 
 
 def _kind(mode: int) -> str | None:
@@ -98,7 +106,7 @@ class Target:
     def replace(self, data: bytes, sync: bool = False) -> None:
         """Write `data` as the target's new content, atomically. OSError (e.g. ENOSPC)
         leaves the previous version and no temporary behind."""
-        tmp = f".{self.name}.{secrets.token_hex(8)}.tmp"
+        tmp = temporary_name(self.name, secrets.token_hex(TMP_HEX // 2))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                      dir_fd=self.dfd)
         try:
@@ -159,7 +167,8 @@ class Target:
         """The lock is ours, so a temporary of this target is a dead writer's: a run killed
         while it wrote its document (kill -9 between create and rename) left one, and a CI
         run found it beside the next run's results."""
-        pattern = re.compile(rf"\.{re.escape(self.name)}\.[0-9a-f]{{16}}\.tmp")
+        head, tail = temporary_name(self.name, "\0").split("\0")
+        pattern = re.compile(re.escape(head) + f"[0-9a-f]{{{TMP_HEX}}}" + re.escape(tail))
         try:
             names = os.listdir(self.dfd)
         except OSError:

@@ -57,17 +57,16 @@ def _deviations(values: Sequence[float]) -> list[float]:
 
 
 def _wider_repeats(sus_bw: dict[Any, list[float]], ref_bw: dict[Any, list[float]],
-                   spread: dict[Any, float | None], ref_spread: dict[Any, float | None],
-                   alpha: float) -> float:
+                   ratios: dict[Any, float], alpha: float) -> float:
     """The largest repeat-spread ratio (suspect over references) of a direction whose repeats
     lie farther from their median than the references' do by a one-sided rank-sum test of the
     two sides' deviations, at alpha / the number of directions; 1.0 when none. A ratio of
     two trimmed ranges of 8 repeats is itself noisy: on CPU-bound links a clean rank's read
     1.49x its references' (unsteadiness 1.30) and it was named unstable; a link toggling
-    between two rates moves every repeat away from the median, which the test sees."""
-    dirs = [d for d in spread if spread[d] and ref_spread.get(d)]
-    return max((spread[d] / ref_spread[d] for d in dirs  # type: ignore[operator]  # both tested above
-                if rank_sum_p(_deviations(sus_bw[d]), _deviations(ref_bw[d])) * len(dirs) <= alpha),
+    between two rates moves every repeat away from the median, which the test sees.
+    ratios: each direction's spread ratio, where both sides have one."""
+    return max((r for d, r in ratios.items()
+                if rank_sum_p(_deviations(sus_bw[d]), _deviations(ref_bw[d])) * len(ratios) <= alpha),
                default=1.0)
 
 
@@ -168,9 +167,9 @@ def _judge(rs: list[dict[str, Any]], c: dict[str, Any],
     if unsteady:
         p = signed_rank_p([-statistics.fmean(x) for _, x in sorted(unsteady.items(), key=lambda kv: str(kv[0]))])
         it_ratio = math.exp(statistics.median(sus_u) - statistics.median(ref_u))
-        rep_ratio = max((spread[d] / ref_spread[d]  # type: ignore[operator]  # both tested above
-                         for d in spread if spread[d] and ref_spread.get(d)), default=1.0)
-        wider = _wider_repeats(sus_bw, ref_bw, spread, ref_spread, alpha)
+        ratios = {d: sp / rsp for d, sp in spread.items() if sp and (rsp := ref_spread.get(d))}
+        rep_ratio = max(ratios.values(), default=1.0)
+        wider = _wider_repeats(sus_bw, ref_bw, ratios, alpha)
         # the effect tested: typical unsteadiness (u + d) of the suspect over its references'
         unsteadiness = math.exp(statistics.median(sus_ud) - statistics.median(ref_ud))
         v.update(unstable_confidence=confidence(p), instability_ratio=round(it_ratio, 3),
