@@ -292,14 +292,18 @@ int CopyBench::open_peer(const std::string& handle, int peer_device, size_t byte
   return int(m.peers.size() - 1);
 }
 
-// The copies of each kind: (dst0 <- src0) on stream 0 and, for a kind that copies both
-// ways at once, (dst1 <- src1) on stream 1. A peer's exported buffer has a half peers write
-// to and a half they read from.
+// The copy kinds, one entry each: CopyBench::run reads only this table. A kind is its
+// copies: (dst0 <- src0) on stream 0 and, for a kind that copies both ways at once,
+// (dst1 <- src1) on stream 1; each copy is issued by the run's method (ce or sm). A peer's
+// exported buffer has a half peers write to and a half they read from. The NUMA node
+// recorded is that of the first host buffer among src0, dst0.
 enum Buf { NONE, HOST_SRC, HOST_DST, DEV_SRC, DEV_DST, PEER_WRITE, PEER_READ };
 struct CopyKind {
   const char* name;
   Buf src0, dst0, src1, dst1;
   bool uses(Buf b) const { return src0 == b || dst0 == b || src1 == b || dst1 == b; }
+  bool uses_host() const { return uses(HOST_SRC) || uses(HOST_DST); }
+  bool uses_peer() const { return uses(PEER_WRITE) || uses(PEER_READ); }
 };
 static const CopyKind COPY_KINDS[] = {
     {"h2d", HOST_SRC, DEV_DST, NONE, NONE},
@@ -326,8 +330,7 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   const bool pinned = host_mem != "pageable";
   const CopyKind* k = copy_kind(kind);
   if (!k) throw Error("unknown copy '" + kind + "'");
-  const bool uses_host = k->uses(HOST_SRC) || k->uses(HOST_DST);
-  const bool uses_peer = k->uses(PEER_WRITE) || k->uses(PEER_READ);
+  const bool uses_host = k->uses_host();
   if (sm && uses_host && !pinned)
     throw Error("an SM copy kernel cannot read pageable host memory: use pinned host memory");
   if (iters < 1) iters = 1;
@@ -336,9 +339,9 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
 
   // the copies of one iteration: (dst, src) on stream 0 and, for the bidirectional ones, stream 1
   void *dst0 = nullptr, *src0 = nullptr, *dst1 = nullptr, *src1 = nullptr;
-  bool host_src0 = false, host_dst0 = false, host_dst1 = false;
+  bool host_src0 = false, host_dst0 = false, host_src1 = false, host_dst1 = false;
   Peer* peer = nullptr;
-  if (uses_peer) {
+  if (k->uses_peer()) {
     if (peer_slot < 0 || peer_slot >= int(m.peers.size())) throw Error("no peer buffer opened for this copy");
     peer = &m.peers[peer_slot];
     if (nbytes > peer->bytes)
@@ -363,7 +366,6 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
       case NONE: break;
     }
   };
-  bool host_src1 = false;
   buffer(k->src0, src0, host_src0);
   buffer(k->dst0, dst0, host_dst0);
   buffer(k->src1, src1, host_src1);
@@ -373,11 +375,10 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
   void* k_src0 = (sm && host_src0) ? m.host_dev_ptr(src0) : src0;
   void* k_dst0 = (sm && host_dst0) ? m.host_dev_ptr(dst0) : dst0;
   void* k_dst1 = (sm && host_dst1) ? m.host_dev_ptr(dst1) : dst1;
-  void* k_src1 = src1;
+  void* k_src1 = (sm && host_src1) ? m.host_dev_ptr(src1) : src1;
 
   CopyResult res;
   res.numa_node = uses_host ? (host_src0 ? m.hsrc.node : m.hdst.node) : -1;
-  if (kind == "bidir") res.numa_node = m.hsrc.node;
 
   // data check: sources hold the pattern, destinations its complement
   auto fill = [&](void* p, bool on_host, bool complement) {
@@ -390,7 +391,7 @@ CopyResult CopyBench::run(const std::string& kind, const std::string& method, co
     fill(src0, host_src0, false);
     fill(dst0, host_dst0, true);
     if (two) {
-      fill(src1, false, false);
+      fill(src1, host_src1, false);
       fill(dst1, host_dst1, true);
     }
     CB_CUDA(cudaStreamSynchronize(m.s0), "preparing the data check");

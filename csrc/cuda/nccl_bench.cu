@@ -1,5 +1,6 @@
-// NCCL collectives and point-to-point ops, timed in native code. (Over 400 lines: the
-// data init/check kernels for every op and dtype belong with the ops they check.)
+// NCCL collectives and point-to-point ops, timed in native code; each op's facts and calls
+// are its entry in nccl_ops.cuh. (Over 400 lines: the data init/check kernels for every op
+// and dtype belong with the ops they check.)
 //
 // libnccl is loaded at run time (nccl_loader.h). time_us is nccl-tests' figure, taken
 // its way (nccl-tests src/common.cu, BenchTime): one op and a stream synchronize, a
@@ -29,22 +30,12 @@
 #include "cuda_util.cuh"
 #include "event_timing.cuh"
 #include "nccl_loader.h"
+#include "nccl_ops.cuh"
 
 namespace cb {
 namespace cuda {
 
 using namespace cb::nccl;
-
-enum OpCode { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_REDUCE, OP_ALLTOALL,
-              OP_SENDRECV, OP_SEND, OP_RECV, OP_GATHER, OP_SCATTER };
-
-static int op_code(const std::string& op) {
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                                "alltoall", "sendrecv", "send", "recv", "gather", "scatter"};
-  for (int i = 0; i < 11; ++i)
-    if (op == names[i]) return i;
-  throw Error("unknown NCCL op '" + op + "'");
-}
 
 enum DType { DT_F32, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_U32, DT_U64 };
 struct DTypeInfo {
@@ -117,6 +108,7 @@ __device__ __forceinline__ long long reduce_all(const CheckSpec& c, size_t idx) 
   return acc;
 }
 
+// By op code, not through the op table (nccl_ops.cuh): a kernel cannot read the host's table.
 __device__ long long expected_of(const CheckSpec& c, size_t i) {
   switch (c.op) {
     case OP_ALL_REDUCE:
@@ -222,12 +214,7 @@ struct NcclBench::Impl {
       throw Error("rank " + std::to_string(rank) + ": NCCL reported " + api().error(r != ncclSuccess ? r : st, comm));
     }
   }
-  void nccl(ncclResult_t r, const char* what) {
-    if (r != ncclSuccess && r != ncclInProgress) {
-      broken = true;
-      throw Error("rank " + std::to_string(rank) + ": " + what + ": " + api().error(r, comm));
-    }
-  }
+  void nccl(ncclResult_t r, const char* what) { nccl_ok(r, what, rank, comm, broken); }
   void unregister(void*& h) {
     if (!h) return;
     if (reg == 2)
@@ -435,7 +422,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   if (!m.comm) throw Error("the NCCL communicator is closed");
   if (m.broken) throw Error("rank " + std::to_string(m.rank) + ": the NCCL communicator failed earlier");
   m.use();
-  const int op = op_code(op_name);
+  const NcclOp& op = nccl_op(op_name);
   const DTypeInfo& dt = dtype_info(dtype);
   const ncclRedOp_t redop = redop_code(redop_name);
   const int n = m.nranks, r = m.rank;
@@ -444,51 +431,30 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   // all_gather/gather gather into and reduce_scatter/scatter scatter from
   const size_t total = std::max(in_count, out_count);
   if (in_count == 0 || out_count == 0) throw Error("an NCCL op needs at least one element per rank");
-  const bool split = op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL || op == OP_GATHER ||
-                     op == OP_SCATTER;
-  if (split && total % n)
+  if (op.split && total % n)
     throw Error(std::to_string(total) + " elements do not split over " + std::to_string(n) + " ranks");
-  if ((op == OP_SEND || op == OP_RECV) && (peer < 0 || peer >= n || peer == r))
-    throw Error("send/recv needs a peer rank other than this one");
+  if (op.pair && (peer < 0 || peer >= n || peer == r)) throw Error("send/recv needs a peer rank other than this one");
   if (root < 0 || root >= n) throw Error("root rank " + std::to_string(root) + " is out of range");
   if (iters < 1) iters = 1;
   const uint64_t deadline = deadline_after(timeout_s);
   const size_t chunk = total / n;
 
-  const bool inplace_ok = op == OP_ALL_REDUCE || op == OP_BROADCAST || op == OP_REDUCE || op == OP_ALL_GATHER ||
-                          op == OP_REDUCE_SCATTER || op == OP_GATHER || op == OP_SCATTER;
-  in_place = in_place && inplace_ok;
+  in_place = in_place && op.in_place != NOT_IN_PLACE;
   m.ensure(m.send, m.send_reg, m.send_cap, in_count * es);
   m.ensure(m.recv, m.recv_reg, m.recv_cap, out_count * es);
   char* sendp = static_cast<char*>(m.send);
   char* recvp = static_cast<char*>(m.recv);
-  // in place as nccl-tests places it (sendInplaceOffset / recvInplaceOffset x rank)
-  const bool out_in_input = in_place && (op == OP_REDUCE_SCATTER || op == OP_SCATTER);
+  // in place as nccl-tests places it (InPlace in nccl_ops.cuh)
+  const bool out_in_input = in_place && op.in_place == OUTPUT_IN_INPUT;
   if (in_place) {
-    if (op == OP_ALL_GATHER || op == OP_GATHER)
+    if (op.in_place == INPUT_IN_OUTPUT)
       sendp = recvp + size_t(r) * chunk * es;
     else if (out_in_input)
       recvp = sendp + size_t(r) * chunk * es;
     else
       sendp = recvp;
   }
-  const ncclDataType_t t = dt.nccl;
-  // which NCCL call runs the op (recorded): the op's own where the library has it,
-  // else nccl-tests' grouped send/recv
-  std::string used;
-  switch (op) {
-    case OP_ALLTOALL: used = a.AlltoAll ? "ncclAlltoAll" : "ncclSend/ncclRecv group"; break;
-    case OP_GATHER: used = a.Gather ? "ncclGather" : "ncclSend/ncclRecv group"; break;
-    case OP_SCATTER: used = a.Scatter ? "ncclScatter" : "ncclSend/ncclRecv group"; break;
-    case OP_SENDRECV: used = "ncclSend/ncclRecv group"; break;
-    case OP_SEND: used = "ncclSend"; break;
-    case OP_RECV: used = "ncclRecv"; break;
-    default: {
-      static const char* calls[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast",
-                                    "ncclReduce"};
-      used = calls[op];
-    }
-  }
+  const OpArgs args{a, m.comm, m.s, dt.nccl, redop, total, chunk, es, n, r, root, peer, m.broken};
   // Iteration i runs at offset span x (i % steps) of the buffers, as nccl-tests' startColl
   // shifts it ("to avoid cache effects"): a size that fits in L2 is not served from L2 by
   // the iteration before. steps = buffer size / the op's bytes (1: no room, no shift).
@@ -496,61 +462,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   const size_t steps = std::max<size_t>(1, std::min(m.send_cap, m.recv_cap) / span);
   auto issue_at = [&](int iter) {
     const size_t shift = span * (size_t(iter) % steps);
-    char* const sp = sendp + shift;
-    char* const rp = recvp + shift;
-    switch (op) {
-      case OP_ALL_REDUCE: m.nccl(a.AllReduce(sp, rp, total, t, redop, m.comm, m.s), "ncclAllReduce"); break;
-      case OP_BROADCAST: m.nccl(a.Broadcast(sp, rp, total, t, root, m.comm, m.s), "ncclBroadcast"); break;
-      case OP_REDUCE: m.nccl(a.Reduce(sp, rp, total, t, redop, root, m.comm, m.s), "ncclReduce"); break;
-      case OP_ALL_GATHER: m.nccl(a.AllGather(sp, rp, chunk, t, m.comm, m.s), "ncclAllGather"); break;
-      case OP_REDUCE_SCATTER:
-        m.nccl(a.ReduceScatter(sp, rp, chunk, t, redop, m.comm, m.s), "ncclReduceScatter");
-        break;
-      case OP_ALLTOALL:
-        if (a.AlltoAll) {
-          m.nccl(a.AlltoAll(sp, rp, chunk, t, m.comm, m.s), "ncclAlltoAll");
-          break;
-        }
-        m.nccl(a.GroupStart(), "ncclGroupStart");
-        for (int p = 0; p < n; ++p) {
-          m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
-          m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
-        }
-        m.nccl(a.GroupEnd(), "ncclGroupEnd (alltoall)");
-        break;
-      case OP_GATHER:
-        if (a.Gather) {
-          m.nccl(a.Gather(sp, rp, chunk, t, root, m.comm, m.s), "ncclGather");
-          break;
-        }
-        m.nccl(a.GroupStart(), "ncclGroupStart");
-        m.nccl(a.Send(sp, chunk, t, root, m.comm, m.s), "ncclSend");
-        if (r == root)
-          for (int p = 0; p < n; ++p)
-            m.nccl(a.Recv(rp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclRecv");
-        m.nccl(a.GroupEnd(), "ncclGroupEnd (gather)");
-        break;
-      case OP_SCATTER:
-        if (a.Scatter) {
-          m.nccl(a.Scatter(sp, rp, chunk, t, root, m.comm, m.s), "ncclScatter");
-          break;
-        }
-        m.nccl(a.GroupStart(), "ncclGroupStart");
-        if (r == root)
-          for (int p = 0; p < n; ++p)
-            m.nccl(a.Send(sp + size_t(p) * chunk * es, chunk, t, p, m.comm, m.s), "ncclSend");
-        m.nccl(a.Recv(rp, chunk, t, root, m.comm, m.s), "ncclRecv");
-        m.nccl(a.GroupEnd(), "ncclGroupEnd (scatter)");
-        break;
-      case OP_SENDRECV:
-        m.nccl(a.GroupStart(), "ncclGroupStart");
-        m.nccl(a.Send(sp, total, t, (r + 1) % n, m.comm, m.s), "ncclSend");
-        m.nccl(a.Recv(rp, total, t, (r - 1 + n) % n, m.comm, m.s), "ncclRecv");
-        m.nccl(a.GroupEnd(), "ncclGroupEnd (sendrecv)");
-        break;
-      case OP_SEND: m.nccl(a.Send(sp, total, t, peer, m.comm, m.s), "ncclSend"); break;
-      case OP_RECV: m.nccl(a.Recv(rp, total, t, peer, m.comm, m.s), "ncclRecv"); break;
-    }
+    op.issue(args, sendp + shift, recvp + shift);
   };
   auto issue = [&]() { issue_at(0); };
 
@@ -558,12 +470,12 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
     // poison the output (0xff: NaN for floats, -1 / 255 for integers; no expected value is either)
     if (!out_in_input)
       CB_CUDA(cudaMemsetAsync(in_place ? m.recv : recvp, 0xff, out_count * es, m.s), "poisoning the output");
-    if (op != OP_RECV) CB_DISPATCH(dt.code, init_t, sendp, in_count, r, m.s);
+    if (op.has_input) CB_DISPATCH(dt.code, init_t, sendp, in_count, r, m.s);
     CB_LAUNCHED("launching the data init kernel");
   };
 
   NcclResult res;
-  res.api = used;
+  res.api = op.api(a);
   res.alloc = a.MemAlloc ? "ncclMemAlloc" : "cudaMalloc";
   m.ensure_events(size_t(iters) + 2);
   if (check) prepare_data();
@@ -571,8 +483,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   for (int w = 0; w < warmup; ++w) issue_at(w);
   m.sync(deadline, op_name + " warm-up");
   auto launch = [&](int i) { issue_at(i); };
-  const bool pair = op == OP_SEND || op == OP_RECV;
-  auto barrier = [&]() { m.barrier(deadline, pair ? &issue : nullptr); };
+  auto barrier = [&]() { m.barrier(deadline, op.pair ? &issue : nullptr); };
   const double ops_timed = double(iters) * std::max(graph, 1);
 
   // Pass 1, time_us (nccl-tests' BenchTime): one op waited for, a barrier of the ranks,
@@ -628,9 +539,9 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
     prepare_data();
     issue();
     // (avg is not checked: the mean of the small integers is not exact in every dtype)
-    bool has_output = !(op == OP_SEND) && !((op == OP_REDUCE || op == OP_GATHER) && r != root) && redop != ncclAvg;
+    const bool has_output = (op.output == EVERY_RANK || (op.output == ROOT_ONLY && r == root)) && redop != ncclAvg;
     if (has_output) {
-      CheckSpec c{op, r, n, root, peer, int(redop), chunk};
+      CheckSpec c{op.code, r, n, root, peer, int(redop), chunk};
       corrupt_for_test(recvp, out_count * es, false, m.s);
       CB_CUDA(cudaMemsetAsync(m.counter, 0, sizeof(unsigned long long), m.s), "clearing the check counter");
       CB_DISPATCH(dt.code, check_t, recvp, out_count, c, m.counter, m.s);
