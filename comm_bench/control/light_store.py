@@ -7,7 +7,7 @@ and `wait` block until the keys exist or the timeout passes (TimeoutError), a lo
 is a ConnectionError, `add` keeps a decimal counter; plus `multi_get` (what is there,
 without waiting) and `multi_set`. Rank 0 serves it from one thread running an event loop
 (store_server.py, in C++): thousands of clients cost a socket each, not a thread each. A
-call's socket work is one native call (csrc/core/store_client.cpp) that gives the GIL up
+call's socket work is one native call (_C.store_exchange, csrc/core/store_client.cpp) that gives the GIL up
 once: a rank's client may share its interpreter with other threads.
 
 Every connection proves first that it holds the run's secret (an HMAC of a challenge the
@@ -22,7 +22,6 @@ after a `set` sees it.
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import socket
@@ -33,7 +32,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from .store_server import StoreServer, _native
+from ..system import native
+from .store_server import StoreServer
 from .store_wire import (ABSENT, ADD, AUTH, CHECK, DELETE, GET, LATER, MAX_MESSAGE, MULTI_GET, MULTI_SET,
                          OK, SET_QUIET, SET_REFUSED, TIMED_OUT, WAIT, _LEN, fields_of, frame, join_keys,
                          pack_values, proof, unpack_values)
@@ -112,8 +112,7 @@ class LightStore:
                 time.sleep(0.05)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._fd = self._sock.fileno()
-        self._exchange = _native().cb_store_exchange
-        self._buf = ctypes.create_string_buffer(1 << 16)    # the start of each answer lands here
+        self._exchange = native.require("_C").store_exchange
         self._timeout_now: float | None = None
         self._extra = bytearray()         # bytes read past the last frame
         try:
@@ -140,11 +139,12 @@ class LightStore:
             try:
                 # one native call sends the request and reads the start of its answer, giving the
                 # GIL up once (csrc/core/store_client.cpp); a large answer's rest is read below
-                got = self._exchange(self._fd, request, len(request), answered, min(int(limit * 1e3), _MAX_MS),
-                                     self._buf, len(self._buf))
-                if got < 0:
-                    raise socket.timeout() if got == -errno.ETIMEDOUT else OSError(-got, os.strerror(-got))
-                reply, unread = ctypes.string_at(self._buf, got) if got else b"", answered
+                reply = self._exchange(self._fd, request, answered, min(int(limit * 1e3), _MAX_MS))
+                if reply.__class__ is int:      # -errno
+                    raise socket.timeout() if reply == -errno.ETIMEDOUT else OSError(-reply, os.strerror(-reply))
+                if not answered and not reply and not self._extra:
+                    return []                   # a quiet SET, nothing back: the usual case
+                unread = answered
                 if answered and not self._extra and len(reply) >= 5 and reply[4] != SET_REFUSED and \
                         _LEN.unpack_from(reply)[0] + 4 == len(reply):
                     status, out = reply[4], fields_of(reply[4:], views)    # the usual answer: whole, alone

@@ -60,8 +60,8 @@ _lib_lock = threading.Lock()
 
 
 def _native() -> ctypes.CDLL:
-    """comm_bench._C's own file, opened for its C entry points (csrc/core/store_capi.cpp and
-    store_client.cpp)."""
+    """comm_bench._C's own file, opened for the server's C entry points
+    (csrc/core/store_capi.cpp)."""
     global _lib
     with _lib_lock:
         if _lib is None:
@@ -71,9 +71,6 @@ def _native() -> ctypes.CDLL:
                                            ctypes.POINTER(ctypes.c_longlong), ctypes.c_double]
             lib.cb_store_counter.restype = ctypes.c_longlong
             lib.cb_store_counter.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            lib.cb_store_exchange.restype = ctypes.c_long          # light_store's calls
-            lib.cb_store_exchange.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_long, ctypes.c_int,
-                                              ctypes.c_int, ctypes.c_char_p, ctypes.c_long]
             _lib = lib
         return _lib
 

@@ -1,6 +1,7 @@
 // comm_bench._C: the timing/statistics harness and the raw TCP transport.
 #include "pybind_common.h"
 #include "mpi_loop.h"
+#include "store_client.h"
 #include "tcp.h"
 
 namespace py = pybind11;
@@ -31,6 +32,23 @@ PYBIND11_MODULE(_C, m) {
     return cb::mpi_pair_loop(p, static_cast<char*>(i.ptr), static_cast<char*>(o.ptr),
                              static_cast<char*>(a.ptr), nbytes, src, lat, iters, warmup);
   }, "per-iteration times (us) of a pair's MPI send/recv loop (MPI_Send/MPI_Recv at these addresses)");
+
+  // pybind11, not ctypes: a store call is a barrier's unit of work, and ctypes' argument
+  // conversion and the copy out of its buffer cost about as much as the send itself
+  m.def("store_exchange", [](int fd, const py::bytes& request, bool answered, int timeout_ms) -> py::object {
+    char* req = nullptr;
+    Py_ssize_t len = 0;
+    if (PyBytes_AsStringAndSize(request.ptr(), &req, &len) < 0) throw py::error_already_set();
+    thread_local std::string answer(size_t(1) << 16, '\0');   // the start of each answer lands here
+    long got;
+    {
+      py::gil_scoped_release release;
+      got = cb_store_exchange(fd, req, long(len), answered, timeout_ms, answer.data(), long(answer.size()));
+    }
+    if (got < 0) return py::int_(got);
+    return py::bytes(answer.data(), size_t(got));
+  }, "sends a store request and reads the start of its answer: the bytes read (b'' for a quiet SET "
+     "with nothing back), or -errno (-ETIMEDOUT, -ECONNRESET for a closed connection)");
 
   py::class_<cb::PeerAddr>(m, "PeerAddr")
       .def(py::init<int, std::string, int>(), py::arg("rank"), py::arg("host"), py::arg("port"));

@@ -1,17 +1,17 @@
-// The client's side of one store call, for comm_bench/control/light_store.py: send the
-// request and read the start of its answer in one call that releases the GIL once (ctypes
-// does). A rank's client shares its interpreter with other threads (a harness runs
-// hundreds in a process); each socket call from Python gives the GIL up and takes it back,
-// and a barrier made six such hand-overs per client where TCPStore's C++ client makes two.
+// The client's side of one store call, for comm_bench/control/light_store.py (through _C's
+// store_exchange): send the request and read the start of its answer in one call that
+// releases the GIL once. A rank's client shares its interpreter with other threads (a
+// harness runs hundreds in a process); each socket call from Python gives the GIL up and
+// takes it back, and a barrier made six such hand-overs per client where TCPStore's C++
+// client makes two.
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdint>
 
+#include "store_client.h"
 #include "store_wire.h"
-
-#define CB_STORE_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
@@ -44,7 +44,7 @@ bool answer_begun(const char* buf, long have) {
 // the answer has begun (earlier quiet SETs' refusals come first) or out is full, each wait
 // at most timeout_ms; without it, only what has arrived already (0 bytes: nothing).
 // Returns the bytes read, or -ETIMEDOUT, -ECONNRESET for a closed connection, or -errno.
-CB_STORE_API long cb_store_exchange(int fd, const char* req, long len, int answered, int timeout_ms, char* out,
+long cb_store_exchange(int fd, const char* req, long len, int answered, int timeout_ms, char* out,
                                     long cap) {
   long sent = 0;
   while (sent < len) {
