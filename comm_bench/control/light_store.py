@@ -7,8 +7,8 @@ and `wait` block until the keys exist or the timeout passes (TimeoutError), a lo
 is a ConnectionError, `add` keeps a decimal counter; plus `multi_get` (what is there,
 without waiting) and `multi_set`. Rank 0 serves it from one thread running an event loop
 (store_server.py, in C++): thousands of clients cost a socket each, not a thread each. A
-call's socket work is one native call (_C.store_exchange, csrc/core/store_client.cpp) that gives the GIL up
-once: a rank's client may share its interpreter with other threads.
+call's socket work is one native call (_C.store_exchange, csrc/core/store_client.cpp) that
+gives the GIL up once: a rank's client may share its interpreter with other threads.
 
 Every connection proves first that it holds the run's secret (an HMAC of a challenge the
 server draws), so a process without it can neither write nor make the server hold memory

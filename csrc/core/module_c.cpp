@@ -43,7 +43,7 @@ PYBIND11_MODULE(_C, m) {
     long got;
     {
       py::gil_scoped_release release;
-      got = cb_store_exchange(fd, req, long(len), answered, timeout_ms, answer.data(), long(answer.size()));
+      got = cb::store::exchange(fd, req, long(len), answered, timeout_ms, answer.data(), long(answer.size()));
     }
     if (got < 0) return py::int_(got);
     return py::bytes(answer.data(), size_t(got));

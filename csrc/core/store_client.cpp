@@ -44,8 +44,7 @@ bool answer_begun(const char* buf, long have) {
 // the answer has begun (earlier quiet SETs' refusals come first) or out is full, each wait
 // at most timeout_ms; without it, only what has arrived already (0 bytes: nothing).
 // Returns the bytes read, or -ETIMEDOUT, -ECONNRESET for a closed connection, or -errno.
-long cb_store_exchange(int fd, const char* req, long len, int answered, int timeout_ms, char* out,
-                                    long cap) {
+long cb::store::exchange(int fd, const char* req, long len, bool answered, int timeout_ms, char* out, long cap) {
   long sent = 0;
   while (sent < len) {
     ssize_t n = ::send(fd, req + sent, size_t(len - sent), MSG_NOSIGNAL);

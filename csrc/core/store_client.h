@@ -2,5 +2,10 @@
 // store_exchange (module_c.cpp), which light_store.py calls.
 #pragma once
 
-extern "C" long cb_store_exchange(int fd, const char* req, long len, int answered, int timeout_ms, char* out,
-                                  long cap);
+namespace cb {
+namespace store {
+
+long exchange(int fd, const char* req, long len, bool answered, int timeout_ms, char* out, long cap);
+
+}  // namespace store
+}  // namespace cb

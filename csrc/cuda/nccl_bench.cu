@@ -439,6 +439,7 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   const uint64_t deadline = deadline_after(timeout_s);
   const size_t chunk = total / n;
 
+  const OpArgs args{a, m.comm, m.s, dt.nccl, redop, total, chunk, es, n, r, root, peer, m.broken};
   in_place = in_place && op.in_place != NOT_IN_PLACE;
   m.ensure(m.send, m.send_reg, m.send_cap, in_count * es);
   m.ensure(m.recv, m.recv_reg, m.recv_cap, out_count * es);
@@ -448,13 +449,12 @@ NcclResult NcclBench::run(const std::string& op_name, size_t in_count, size_t ou
   const bool out_in_input = in_place && op.in_place == OUTPUT_IN_INPUT;
   if (in_place) {
     if (op.in_place == INPUT_IN_OUTPUT)
-      sendp = recvp + size_t(r) * chunk * es;
+      sendp = args.at(recvp, r);
     else if (out_in_input)
-      recvp = sendp + size_t(r) * chunk * es;
+      recvp = args.at(sendp, r);
     else
       sendp = recvp;
   }
-  const OpArgs args{a, m.comm, m.s, dt.nccl, redop, total, chunk, es, n, r, root, peer, m.broken};
   // Iteration i runs at offset span x (i % steps) of the buffers, as nccl-tests' startColl
   // shifts it ("to avoid cache effects"): a size that fits in L2 is not served from L2 by
   // the iteration before. steps = buffer size / the op's bytes (1: no room, no shift).
